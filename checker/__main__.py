@@ -1,0 +1,70 @@
+"""`python -m checker NN`: check step NN (the `pixi run sNN` tasks).
+
+    python -m checker 07                 check steps/step_07.py
+    python -m checker 07 --solution      check solutions/solution_07.py
+    python -m checker 07 --file PATH     check another copy of the step
+    python -m checker 07 --timeout 60    time limit per call into your code, in seconds
+
+Exit status: 0 if every part passes, 1 if any part fails, 2 if the check
+itself could not run (for example, unreadable weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+
+STEPS = {"07": "checker.step07"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    if sys.version_info < (3, 13):
+        print(
+            f"This course needs Python 3.13 (this is {sys.version.split()[0]}): on 3.11 and 3.12 "
+            "MAX's eager operations run 100-1000x slower.\nUse `pixi run sNN`, or a venv made "
+            "with python3.13 (see README.md).",
+            file=sys.stderr,
+        )
+        return 2
+    parser = argparse.ArgumentParser(prog="python -m checker", description=__doc__.split("\n")[0])
+    parser.add_argument("step", help="step number, e.g. 07")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--solution", action="store_true", help="check the reference solution")
+    which.add_argument("--file", type=Path, help="check this file instead of steps/step_NN.py")
+    parser.add_argument(
+        "--timeout", type=float, default=float(os.environ.get("GPT2_CHECK_TIMEOUT", 300)),
+        help="seconds allowed per call into your code (default 300; 0 for none)",
+    )
+    args = parser.parse_args(argv)
+    step = args.step.zfill(2)
+    if step not in STEPS:
+        parser.error(f"no check for step {step} yet (have: {', '.join(sorted(STEPS))})")
+
+    from checker import paths, warmup
+    from checker.report import use_color
+    from checker.weights import WeightsError, find_checkpoint
+
+    path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.solution))
+    started = time.perf_counter()
+    try:
+        workers = warmup.start(step)  # compiles in the background while references load
+        checkpoint = find_checkpoint()
+        module = importlib.import_module(STEPS[step])
+        module.prepare(checkpoint)
+        warmup.finish(step, workers)
+        warmup.announce_compiles()
+        report = module.check(path, checkpoint, timeout=args.timeout)
+    except WeightsError as e:
+        print(f"Weights problem: {e}", file=sys.stderr)
+        return 2
+    print(report.render(color=use_color()))
+    print(f"({time.perf_counter() - started:.1f} s)")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Runs a learner's code and turns whatever goes wrong into a short message.
+
+Nothing here changes the learner's files: a step file is imported from its
+path under a private module name, and every call into it goes through
+`call`, which catches exceptions, captures printed output, enforces a time
+limit and reports the learner's own line rather than a MAX or MLIR traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import linecache
+import re
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from checker.paths import REPO, shown
+
+_OURS = (REPO / "checker", REPO / ".venv")
+
+
+class LearnerError(Exception):
+    """The learner's code failed; `str()` is the message to show."""
+
+    def __init__(self, message: str, *, todo: bool = False, where: str | None = None):
+        super().__init__(message)
+        self.todo = todo  # raised NotImplementedError: a part not written yet
+        self.where = where  # "steps/step_07.py:42" when known
+
+
+def _is_learner_frame(filename: str) -> bool:
+    path = Path(filename)
+    if not path.is_absolute() or not path.exists():
+        return False
+    path = path.resolve()
+    if path.is_relative_to(REPO):
+        return not any(path.is_relative_to(p) for p in _OURS)
+    # A step file checked from elsewhere (the test suite's copies) is not in site-packages.
+    return "site-packages" not in path.parts and not path.is_relative_to(Path(sys.base_prefix))
+
+
+def _learner_line(tb) -> tuple[str, str] | None:
+    """The deepest frame in learner code: ('steps/step_07.py:42', source line)."""
+    frames = [f for f in traceback.extract_tb(tb) if _is_learner_frame(f.filename)]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{shown(Path(f.filename))}:{f.lineno}", (f.line or "").strip()
+
+
+def _first_line(e: BaseException) -> str:
+    """An exception's message without MLIR dumps or stack noise: its first line, trimmed."""
+    text = str(e).strip()
+    line = text.splitlines()[0] if text else ""
+    line = re.sub(r"\s+", " ", line)
+    return line if len(line) <= 240 else line[:237] + "..."
+
+
+def _step_of(where: str | None) -> str | None:
+    m = re.search(r"step_(\d\d)\.py", where or "")
+    return m.group(1) if m else None
+
+
+def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
+    """Turns an exception raised by learner code into a LearnerError."""
+    if isinstance(e, LearnerError):
+        return e
+    loc = _learner_line(e.__traceback__)
+    where, source = loc if loc else (None, "")
+    at = f"\n    at {where}: {source}" if where else ""
+    if isinstance(e, NotImplementedError):
+        other = _step_of(where)
+        mine = _step_of(str(checking)) if checking else None
+        if other and mine and other != mine:
+            return LearnerError(
+                f"needs step {other}, which is not finished ({where} raises NotImplementedError): "
+                f"finish step {other} first (pixi run s{other})",
+                todo=True,
+                where=where,
+            )
+        return LearnerError(f"not implemented yet ({where or 'NotImplementedError'})", todo=True, where=where)
+    if isinstance(e, RecursionError):
+        return LearnerError(f"infinite recursion: a method calls itself{at}", where=where)
+    return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)
+
+
+def import_step(path: Path, name: str) -> ModuleType:
+    """Imports a step file from its path, reporting syntax and import errors briefly."""
+    if not path.exists():
+        raise LearnerError(f"{shown(path)} does not exist")
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))  # so `from steps.step_01 import ...` resolves
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    linecache.checkcache(str(path))
+    try:
+        with _quiet():
+            spec.loader.exec_module(module)
+    except SyntaxError as e:  # includes IndentationError
+        text = (e.text or "").rstrip()
+        pointer = f"\n    {text}\n    {' ' * max((e.offset or 1) - 1 - (len(text) - len(text.lstrip())), 0)}^" if text else ""
+        raise LearnerError(
+            f"{type(e).__name__} in {shown(Path(e.filename or path))} line {e.lineno}: {e.msg}{pointer}",
+            where=f"{shown(Path(e.filename or path))}:{e.lineno}",
+        ) from None
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        err = explain(e, checking=path)
+        raise LearnerError(f"importing {shown(path)} failed: {err}", todo=err.todo, where=err.where) from None
+    return module
+
+
+@dataclass
+class Printed:
+    """What learner code printed while being checked, kept out of the verdict."""
+
+    text: str = ""
+
+
+_printed = Printed()
+
+
+@contextlib.contextmanager
+def _quiet():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            yield
+        finally:
+            _printed.text += out.getvalue()
+
+
+def printed() -> str:
+    """Everything learner code printed so far in this process (and forget it)."""
+    text, _printed.text = _printed.text, ""
+    return text
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def call(fn, *args, timeout: float, checking: Path | None = None, **kwargs):
+    """Calls learner code: returns its result or raises LearnerError."""
+
+    def alarm(signum, frame):
+        raise _Timeout()
+
+    use_alarm = timeout > 0 and hasattr(signal, "SIGALRM")
+    if use_alarm:
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        with _quiet():
+            return fn(*args, **kwargs)
+    except _Timeout:
+        raise LearnerError(
+            f"no result after {timeout:.0f} s: an infinite loop? (raise the limit with --timeout)"
+        ) from None
+    except Exception as e:
+        raise explain(e, checking=checking) from None
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)

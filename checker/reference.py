@@ -1,0 +1,143 @@
+"""Reference activations from Hugging Face `transformers`, cached on disk.
+
+Computing them needs torch and transformers (~5 s to import, more to run), so
+each reference is computed once per checkpoint and library versions and kept
+in `.cache/reference/` as an `.npz`. A warm check reads that file with numpy
+and never imports torch.
+
+The inputs are real: two different token sequences of the same length run
+through the whole Hugging Face model, with forward hooks capturing what one
+layer's sub-modules see and produce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+
+from checker.paths import CACHE
+from checker.weights import Checkpoint
+
+FORMAT = 1  # bump when what is captured changes
+LAYER = 0  # the block whose sub-modules the step checks look at
+TEXTS = (
+    "The cat sat on the mat because it was tired and wanted to sleep",
+    "Attention lets every token look back at the tokens that came before it",
+)
+TOKENS_PER_TEXT = 10
+# Without a tokenizer (the synthetic checkpoint ships none) the inputs are
+# fixed token ids; any ids are as meaningful to random weights as real text.
+FALLBACK_IDS = np.random.default_rng(7).integers(0, 50257, size=(len(TEXTS), TOKENS_PER_TEXT))
+
+
+def token_ids(checkpoint: Checkpoint) -> tuple[np.ndarray, str]:
+    """[B, T] int64 token ids, and a line saying what they are."""
+    tokenizer = checkpoint.path / "tokenizer.json"
+    if tokenizer.exists():
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer))
+        ids = np.array([tok.encode(t).ids[:TOKENS_PER_TEXT] for t in TEXTS], dtype=np.int64)
+        shown = " | ".join(repr(tok.decode(list(row))) for row in ids)
+        return ids, f"{len(TEXTS)} sequences x {TOKENS_PER_TEXT} tokens: {shown}"
+    return FALLBACK_IDS.astype(np.int64), (
+        f"{len(TEXTS)} sequences x {TOKENS_PER_TEXT} fixed token ids (no tokenizer with this checkpoint)"
+    )
+
+
+def _cache_file(name: str, checkpoint: Checkpoint, ids: np.ndarray) -> Path:
+    key = "|".join(
+        [str(FORMAT), checkpoint.sha256, version("transformers"), version("torch"), ids.tobytes().hex()]
+    )
+    return CACHE / "reference" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+
+
+def load_hf_model(checkpoint: Checkpoint):
+    """The Hugging Face GPT2LMHeadModel for `checkpoint`, float32, eval mode, on the CPU."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    torch.set_grad_enabled(False)
+    return GPT2LMHeadModel.from_pretrained(
+        checkpoint.path, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def attention_layer(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
+    """What `transformer.h[LAYER].attn` sees and computes, for the step 07 check.
+
+    Keys (B sequences, T tokens, C = n_embd, H heads, D = C / H):
+      ids [B, T]           the token ids
+      x [B, T, C]          the attention's input: the block's ln_1 output
+      qkv [B, T, 3C]       c_attn(x): query, key and value side by side
+      q, k, v [B, H, T, D] per-head query, key and value, as Hugging Face lays them out
+      heads [B, H, T, D]   softmax(q k^T / sqrt(D) + causal mask) v, per head
+      merged [B, T, C]     heads merged back: the input of c_proj
+      y [B, T, C]          the attention's output, c_proj(merged)
+      c_attn_weight [C, 3C], c_attn_bias [3C], c_proj_weight [C, C], c_proj_bias [C]
+                           the layer's parameters in Hugging Face's Conv1D layout
+    """
+    ids, _ = token_ids(checkpoint)
+    path = _cache_file("attention", checkpoint, ids)
+    if path.exists():
+        with np.load(path) as data:
+            return dict(data)
+    print("Computing reference outputs with transformers (once)...", file=sys.stderr, flush=True)
+    refs = _compute_attention_layer(checkpoint, ids)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **refs)
+        tmp.replace(path)
+    except OSError:
+        pass  # read-only checkout: recompute next time
+    return refs
+
+
+def _compute_attention_layer(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, np.ndarray]:
+    import torch
+
+    model = load_hf_model(checkpoint)
+    attn = model.transformer.h[LAYER].attn
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name, which):
+        def hook(module, args, kwargs, output):
+            value = {"in": args[0] if args else kwargs.get("hidden_states"), "out": output}[which]
+            seen[name] = (value[0] if isinstance(value, tuple) else value).detach().clone()
+
+        return hook
+
+    handles = [
+        attn.register_forward_hook(keep("x", "in"), with_kwargs=True),
+        attn.register_forward_hook(keep("y", "out"), with_kwargs=True),
+        attn.c_attn.register_forward_hook(keep("qkv", "out"), with_kwargs=True),
+        attn.c_proj.register_forward_hook(keep("merged", "in"), with_kwargs=True),
+    ]
+    model(torch.from_numpy(ids))
+    for h in handles:
+        h.remove()
+
+    B, T, C = seen["x"].shape
+    H, D = attn.num_heads, attn.head_dim
+    # Hugging Face's own layout: split on the last axis, view as [B, T, H, D], swap T and H.
+    q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in seen["qkv"].split(C, dim=2))
+    heads = seen["merged"].view(B, T, H, D).transpose(1, 2)
+
+    # The pieces must recompose into what the layer computed, or the references lie.
+    scores = q @ k.transpose(-1, -2) / D**0.5
+    scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    recomposed = scores.softmax(-1) @ v
+    assert torch.allclose(recomposed, heads, atol=1e-5), "reference attention does not recompose"
+    assert torch.allclose(attn.c_proj(seen["merged"]), seen["y"], atol=1e-5)
+
+    refs = {"ids": ids, "q": q, "k": k, "v": v, "heads": heads, **seen}
+    refs |= {
+        "c_attn_weight": attn.c_attn.weight, "c_attn_bias": attn.c_attn.bias,
+        "c_proj_weight": attn.c_proj.weight, "c_proj_bias": attn.c_proj.bias,
+    }
+    return {k: (t.contiguous().numpy() if hasattr(t, "numpy") else t) for k, t in refs.items()}

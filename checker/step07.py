@@ -1,0 +1,392 @@
+"""Step 07: the learner's GPT2MultiHeadAttention against Hugging Face's GPT2Attention.
+
+Five parts, each checked on its own so one mistake does not hide the others:
+
+  construction   c_attn and c_proj exist with GPT-2's shapes; the weights load
+  _split_heads   [B, T, C] -> [B, H, T, D], on the reference query
+  _merge_heads   [B, H, T, D] -> [B, T, C], on the reference attention output
+  _attn          the reference q, k, v -> per-head attention output
+  forward        the layer's real input (ln_1's output) -> the layer's output
+
+Each part's mistakes are listed with the output they would produce; see
+`checker.compare` for how one is named.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from checker import attention_np as ref
+from checker import learner
+from checker.compare import Mistake, compare
+from checker.learner import LearnerError
+from checker.paths import shown
+from checker.reference import LAYER, attention_layer, token_ids
+from checker.report import FAIL, PASS, SKIP, TODO, Part, Report
+from checker.weights import Checkpoint
+
+CLASS = "GPT2MultiHeadAttention"
+HEAD_AXES = ("sequences", "heads", "positions", "")  # [B, H, T, D]
+TOKEN_AXES = ("sequences", "positions", "")  # [B, T, C]
+
+
+def _reshape_head_dim_first(t, H):
+    B, T, C = t.shape
+    return t.reshape(B, T, C // H, H).transpose(0, 3, 1, 2)
+
+
+SPLIT_MISTAKES = [
+    Mistake(
+        "split-no-transpose",
+        "the heads were split off but not moved in front of the tokens: [B, T, H, D]",
+        "after the reshape, swap the token and head axes so each head holds all its tokens",
+        lambda t, H: t.reshape(*t.shape[:2], H, -1),
+    ),
+    Mistake(
+        "split-heads-last",
+        "the channels were reshaped as [head_dim, n_head] instead of [n_head, head_dim], "
+        "so each head got every 12th channel",
+        "the channels of one head are contiguous: reshape the last axis to (num_heads, attn_head_size)",
+        _reshape_head_dim_first,
+    ),
+    Mistake(
+        "split-heads-last-shape",
+        "the channels were reshaped as [head_dim, n_head] and then transposed: [B, D, T, H]",
+        "the channels of one head are contiguous: reshape the last axis to (num_heads, attn_head_size)",
+        lambda t, H: t.reshape(*t.shape[:2], -1, H).transpose(0, 2, 1, 3),
+    ),
+    Mistake(
+        "split-reshape-only",
+        "the tensor was reshaped straight to [B, H, T, D], which cuts the sequence into pieces "
+        "instead of cutting each token's channels",
+        "reshape to [B, T, H, D] first, then transpose; a reshape alone never moves data between axes",
+        lambda t, H: t.reshape(t.shape[0], H, t.shape[1], -1),
+    ),
+]
+
+MERGE_MISTAKES = [
+    Mistake(
+        "merge-no-transpose",
+        "[B, H, T, D] was reshaped to [B, T, C] without moving the heads back behind the tokens",
+        "undo _split_heads in reverse order: transpose first, then reshape",
+        lambda t: t.reshape(t.shape[0], t.shape[2], -1),
+    ),
+    Mistake(
+        "merge-wrong-order",
+        "the heads were flattened as [head_dim, n_head], interleaving the channels of different heads",
+        "flatten [B, T, H, D] so that each head's channels stay together",
+        lambda t: t.transpose(0, 2, 3, 1).reshape(t.shape[0], t.shape[2], -1),
+    ),
+    Mistake(
+        "merge-no-reshape",
+        "the heads were moved back behind the tokens but not flattened: [B, T, H, D]",
+        "finish with a reshape to [B, T, num_heads * attn_head_size]",
+        lambda t: t.transpose(0, 2, 1, 3),
+    ),
+]
+
+ATTN_MISTAKES = [
+    Mistake(
+        "no-causal-mask",
+        "there is no causal mask: every token also attends to the tokens after it",
+        "add causal_mask(...) to the scores before softmax; the last position matches because "
+        "it has no future to see",
+        partial(ref.attend, mask="none"),
+    ),
+    Mistake(
+        "scale-sqrt-n-embd",
+        "the scores were divided by sqrt(n_embd) = sqrt(768) instead of sqrt(head_dim)",
+        "each score is a dot product over one head's channels: scale by the head size",
+        partial(ref.attend, scale="sqrt_c"),
+    ),
+    Mistake(
+        "no-scale",
+        "the scores were not scaled before softmax",
+        "divide q.k by the square root of the head size, as in 'Attention is all you need'",
+        partial(ref.attend, scale="none"),
+    ),
+    Mistake(
+        "scale-head-dim",
+        "the scores were divided by head_dim instead of its square root",
+        "the scale is 1/sqrt(head_dim): use math.sqrt",
+        partial(ref.attend, scale="d"),
+    ),
+    Mistake(
+        "softmax-wrong-axis",
+        "softmax ran over the query axis (-2), so columns sum to 1 instead of rows",
+        "each query's weights over the keys must sum to 1: softmax over the last axis",
+        partial(ref.attend, axis=-2),
+    ),
+    Mistake(
+        "mask-after-softmax",
+        "the mask was applied after softmax: future weights are zeroed but the rows no longer sum to 1",
+        "mask the scores, then softmax: -inf scores become exactly 0 weight",
+        partial(ref.attend, mask="after_softmax"),
+    ),
+    Mistake(
+        "mask-zero-one",
+        "the mask holds 0/1 instead of 0/-inf, so future tokens still get weight",
+        "a masked score must be -inf (or very negative) for softmax to give it 0",
+        partial(ref.attend, mask="0/1"),
+    ),
+    Mistake(
+        "mask-multiplied",
+        "the scores were multiplied by a 0/1 mask: a future score of 0 still gets weight after softmax",
+        "add the mask (0 or -inf) to the scores instead of multiplying",
+        partial(ref.attend, mask="multiply"),
+    ),
+]
+
+_ORDERS = {"qvk": "query, value, key", "kqv": "key, query, value", "kvq": "key, value, query",
+           "vqk": "value, query, key", "vkq": "value, key, query"}
+
+FORWARD_MISTAKES = [
+    *(
+        Mistake(
+            f"split-order-{order}",
+            f"c_attn's output was used as ({_ORDERS[order]}); it holds (query, key, value) in that order",
+            "split c_attn's output into three along the last axis and keep the order q, k, v",
+            partial(ref.forward, order=order),
+        )
+        for order in _ORDERS
+    ),
+    Mistake(
+        "no-c-proj",
+        "forward returned the merged heads without the output projection c_proj",
+        "the layer ends with self.c_proj(...)",
+        partial(ref.forward, c_proj="missing"),
+    ),
+    Mistake(
+        "c-proj-untransposed",
+        "c_proj's weight was used as x @ W: Linear stores [out, in] (Hugging Face's Conv1D "
+        "stores [in, out]), so the weight was effectively not transposed",
+        "call the layer, self.c_proj(x), rather than multiplying by its weight",
+        partial(ref.forward, c_proj="untransposed"),
+    ),
+    Mistake(
+        "c-attn-no-bias",
+        "c_attn's bias was not added",
+        "call the layer, self.c_attn(x), which adds the bias for you",
+        partial(ref.forward, attn_bias=False),
+    ),
+    Mistake(
+        "c-proj-no-bias",
+        "c_proj's bias was not added",
+        "call the layer, self.c_proj(x), which adds the bias for you",
+        partial(ref.forward, proj_bias=False),
+    ),
+]
+
+
+def _forward_with(part: str, m: Mistake) -> Mistake:
+    """A part's mistake, seen through the whole forward pass."""
+    swap = {"split": "split", "merge": "merge", "attn": "attn"}[part]
+    return Mistake(m.id, m.says, m.hint, partial(ref.forward, **{swap: m.compute}))
+
+
+def mistake_outputs(mistakes: list[Mistake], *inputs) -> list[tuple[Mistake, np.ndarray]]:
+    """Each mistake with its output on `inputs`; one whose shapes cannot compose is left out."""
+    outs = []
+    for m in mistakes:
+        try:
+            outs.append((m, m.compute(*inputs)))
+        except ValueError:  # e.g. a split mistake that changes the shape, inside forward
+            pass
+    return outs
+
+
+def config_from(checkpoint: Checkpoint) -> SimpleNamespace:
+    """The checkpoint's config.json as an object with GPT-2's attribute names.
+
+    It is not the learner's GPT2Config, so this step does not depend on step 01.
+    """
+    c = checkpoint.config()
+    return SimpleNamespace(
+        vocab_size=c["vocab_size"], n_positions=c["n_positions"], n_embd=c["n_embd"],
+        n_layer=c["n_layer"], n_head=c["n_head"], n_inner=c.get("n_inner") or 4 * c["n_embd"],
+        layer_norm_epsilon=c["layer_norm_epsilon"],
+    )
+
+
+def _to_numpy(value, what: str) -> np.ndarray:
+    from max.experimental.tensor import Tensor
+
+    if value is None:
+        raise LearnerError(f"{what} returned None: is a `return` missing?")
+    if isinstance(value, (list, tuple)):
+        raise LearnerError(f"{what} returned a {type(value).__name__}; return one Tensor")
+    if isinstance(value, np.ndarray):
+        raise LearnerError(f"{what} returned a numpy array; build the result with MAX Tensor operations")
+    if not isinstance(value, Tensor):
+        raise LearnerError(f"{what} returned {type(value).__name__}, not a max Tensor")
+    try:
+        return np.from_dlpack(value).astype(np.float64)
+    except Exception as e:
+        raise learner.explain(e) from None
+
+
+def _tensor(a: np.ndarray):
+    from max.experimental.tensor import Tensor
+
+    return Tensor.from_dlpack(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def _expected_params(C: int) -> dict[str, tuple[int, ...]]:
+    return {"c_attn.weight": (3 * C, C), "c_attn.bias": (3 * C,), "c_proj.weight": (C, C), "c_proj.bias": (C,)}
+
+
+def _construct(cls, config, refs, *, timeout, path) -> tuple[object, Part]:
+    """Builds the learner's module and loads GPT-2's weights into it."""
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+
+    C = config.n_embd
+    with F.lazy():  # no random initialisation is computed; the real weights replace it
+        module = learner.call(cls, config, timeout=timeout, checking=path)
+    if not isinstance(module, Module):
+        raise LearnerError(f"{CLASS} is not a max.experimental.nn.Module: subclass Module")
+    for layer in ("c_attn", "c_proj"):
+        if not hasattr(module, layer):
+            raise LearnerError(
+                f"no attribute self.{layer}: name the layer {layer}, as in GPT-2's checkpoint "
+                f"(attn.{layer}.weight)"
+            )
+        if getattr(module, layer) is None:
+            raise LearnerError(f"self.{layer} is still None: create it in __init__", todo=True)
+    params = {name: tuple(int(d) for d in t.shape) for name, t in module.parameters}
+    problems = []
+    for name, shape in _expected_params(C).items():
+        if name not in params:
+            layer = name.split(".")[0]
+            problems.append(
+                f"{layer} has no bias: GPT-2's {layer} has one (bias=True)"
+                if name.endswith("bias")
+                else f"{name} is missing"
+            )
+        elif params[name] != shape:
+            got = params[name]
+            if name.endswith("weight") and got == shape[::-1]:
+                problems.append(
+                    f"{name} is {list(got)}, expected {list(shape)}: Linear(in_dim, out_dim) stores its "
+                    f"weight as [out, in]; the arguments look swapped"
+                )
+            else:
+                problems.append(f"{name} is {list(got)}, expected {list(shape)}")
+    if problems:
+        raise LearnerError("; ".join(problems))
+    # Hugging Face's Conv1D stores [in, out]; Linear stores [out, in]: transpose.
+    state = {
+        "c_attn.weight": refs["c_attn_weight"].T, "c_attn.bias": refs["c_attn_bias"],
+        "c_proj.weight": refs["c_proj_weight"].T, "c_proj.bias": refs["c_proj_bias"],
+    }
+    state = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}
+    extra = {name: t for name, t in module.parameters if name not in state}
+    learner.call(module.load_state_dict, {**state, **extra}, timeout=timeout, checking=path)
+    note = f"; also holds {', '.join(extra)}" if extra else ""
+    return module, Part(
+        "construction", PASS,
+        f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias; "
+        f"GPT-2 h[{LAYER}] weights loaded{note}",
+    )
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    """Computes and caches the references (with torch, the first time only)."""
+    attention_layer(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    """Runs the step 07 check on the step file at `path`."""
+    refs = attention_layer(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = config_from(checkpoint)
+    H, C = config.n_head, config.n_embd
+    D = C // H
+    report = Report(
+        title=f"Step 07 · {CLASS} · {shown(path)}",
+        header=[
+            f"Weights: {checkpoint.describe()}",
+            f"Input:   h[{LAYER}].ln_1 output for {inputs}; float32, tolerance {1e-4:.0e}",
+        ],
+    )
+    names = ["construction", "_split_heads", "_merge_heads", "_attn", "forward"]
+
+    def skip_rest(reason: str) -> Report:
+        report.parts += [Part(n, SKIP, reason) for n in names[len(report.parts):]]
+        report.printed = learner.printed()
+        return report
+
+    try:
+        step = learner.import_step(path, f"_learner_step07_{abs(hash(str(path)))}")
+    except LearnerError as e:
+        report.parts.append(Part.from_error("construction", e))
+        return skip_rest("needs the file to import")
+    cls = getattr(step, CLASS, None)
+    if cls is None:
+        report.parts.append(Part("construction", FAIL, f"{path.name} defines no class {CLASS}"))
+        return skip_rest(f"needs {CLASS}")
+
+    module = None
+    try:
+        module, part = _construct(cls, config, refs, timeout=timeout, path=path)
+        report.parts.append(part)
+    except LearnerError as e:
+        report.parts.append(Part.from_error("construction", e))
+        # The shape-only parts can still run on an instance without its layers.
+        try:
+            from max.experimental import functional as F
+
+            with F.lazy():
+                module = learner.call(cls, config, timeout=timeout, checking=path)
+        except LearnerError:
+            return skip_rest(f"needs {CLASS}(config) to construct")
+
+    def run_part(name, method, args, want, axes, mistakes) -> Part:
+        fn = getattr(module, method, None)
+        if fn is None:
+            return Part(name, FAIL, f"{CLASS} has no method {method}")
+        try:
+            got = _to_numpy(
+                learner.call(fn, *(_tensor(a) if isinstance(a, np.ndarray) else a for a in args),
+                             timeout=timeout, checking=path),
+                f"{method}()",
+            )
+        except LearnerError as e:
+            return Part.from_error(name, e)
+        inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
+        return Part.from_verdict(
+            name, compare(got, want, axes=axes, mistakes=mistake_outputs(mistakes, *inputs, *extra_args[name]))
+        )
+
+    query = refs["qkv"][..., :C]
+    params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
+    extra_args = {"_split_heads": (H,), "_merge_heads": (), "_attn": (), "forward": (params, H)}
+    report.parts.append(run_part("_split_heads", "_split_heads", (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES))
+    report.parts.append(run_part("_merge_heads", "_merge_heads", (refs["heads"], H, D), refs["merged"], TOKEN_AXES, MERGE_MISTAKES))
+    report.parts.append(run_part("_attn", "_attn", (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES))
+
+    if report.parts[0].status != PASS:
+        # Still say whether forward is written at all, if that is all there is to say.
+        try:
+            learner.call(module.forward, _tensor(refs["x"]), timeout=timeout, checking=path)
+        except LearnerError as e:
+            if e.todo:
+                report.parts.append(Part.from_error("forward", e))
+        return skip_rest("needs construction to pass (the weights must load)")
+    composed = [
+        *FORWARD_MISTAKES,
+        *(_forward_with("split", m) for m in SPLIT_MISTAKES),
+        *(_forward_with("merge", m) for m in MERGE_MISTAKES),
+        *(_forward_with("attn", m) for m in ATTN_MISTAKES),
+    ]
+    fwd = run_part("forward", "forward", (refs["x"],), refs["y"], TOKEN_AXES, composed)
+    broken = [p.name for p in report.parts[1:] if p.status != PASS]
+    if fwd.status != PASS and broken:
+        fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
+    report.parts.append(fwd)
+    report.printed = learner.printed()
+    return report

@@ -1,0 +1,145 @@
+"""Compiling MAX's eager kernels ahead of the first check, two at a time.
+
+The checks run the learner's code eagerly, op by op: that is what makes a
+re-run after an edit take seconds, because MAX caches each op's compiled
+kernel on disk (in `~/.cache/modular`) no matter which graph used it. The
+price is the first use of each op on a machine, ~20-70 s each, one after
+another. Before the first check of a step this module compiles the ops the
+step's solution uses in two worker processes at once (CI and learners' laptops
+have at least 2 cores), and stamps MAX's cache so it happens once.
+
+A learner's code may use an op the solution does not (`F.concat`, say): MAX
+compiles it on first use, and `announce_compiles` says so while it happens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+# Ops per step, grouped so that the two workers take about the same time
+# (measured compile times on a 2-core CPU in comments).
+GROUPS = {
+    "07": (
+        ("matmul", "band_part", "transpose", "broadcast_to"),  # 73 + 42 + 19 + 18 s
+        ("add", "div", "mul", "split", "softmax"),  # 30 + 33 + 30 + 25 + 36 s
+    ),
+}
+
+
+def _run_op(name: str) -> None:
+    import numpy as np
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.tensor import Tensor
+
+    a = Tensor.from_dlpack(np.ones((2, 2, 2), dtype=np.float32))
+    op = {
+        "matmul": lambda: a @ a,
+        "transpose": lambda: a.transpose(-1, -2),
+        "broadcast_to": lambda: F.broadcast_to(Tensor(1.0, dtype=DType.float32, device=CPU()), [2, 2]),
+        "band_part": lambda: F.band_part(a, num_lower=None, num_upper=0, exclude=True),
+        "add": lambda: a + a,
+        "div": lambda: a / 2.0,
+        "mul": lambda: a * 2.0,
+        "split": lambda: F.split(a, [1, 1], axis=-1)[0],
+        "softmax": lambda: F.softmax(a, axis=-1),
+    }[name]
+    np.from_dlpack(op())
+
+
+def _stamp() -> Path:
+    try:
+        from max._interpreter_ops.gc_compile import _cache_dir
+
+        root = _cache_dir()
+    except Exception:
+        root = None
+    root = Path(root) if root else Path.home() / ".cache" / "modular" / ".max_cache"
+    return root / "gpt2-course-warm.json"
+
+
+def _warmed() -> dict:
+    try:
+        return json.loads(_stamp().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def start(step: str) -> list[subprocess.Popen]:
+    """Starts the workers for `step` if its ops are not compiled yet; returns them."""
+    if step not in GROUPS or _warmed().get(step) == version("max"):
+        return []
+    print(
+        f"First check of step {step} on this machine: compiling MAX kernels for its operations "
+        "(once, 2-3 minutes on 2 cores)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    return [
+        subprocess.Popen([sys.executable, "-m", "checker.warmup", *group], stdout=subprocess.DEVNULL)
+        for group in GROUPS[step]
+    ]
+
+
+def finish(step: str, workers: list[subprocess.Popen]) -> None:
+    """Waits for the workers and stamps the cache if they all succeeded."""
+    if not workers:
+        return
+    started = time.perf_counter()
+    if all(w.wait() == 0 for w in workers):
+        stamp = _stamp()
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(json.dumps(_warmed() | {step: version("max")}))
+        except OSError:
+            pass
+        print(f"...kernels ready (waited {time.perf_counter() - started:.0f} s more).", file=sys.stderr, flush=True)
+
+
+def quiet_max_logs() -> None:
+    """MAX suggests `max warm-interpreter-cache` (22 minutes) after each on-the-fly compile."""
+    logging.getLogger("max._eager_policy").setLevel(logging.ERROR)
+
+
+def announce_compiles() -> None:
+    """Says so when MAX spends more than a few seconds compiling an eager op on the fly.
+
+    Hooks a private MAX function; if it moves, the checks run the same, unannounced.
+    """
+    quiet_max_logs()
+    try:
+        from max._interpreter_ops import gc_compile
+    except ImportError:
+        return
+    original = getattr(gc_compile, "compile_single_target", None)
+    if original is None or getattr(original, "_announced", False):
+        return
+
+    def announced(family, key, device, build):
+        notice = threading.Timer(
+            3.0,
+            lambda: print(f"(compiling a MAX kernel for {key}: the first use of this op "
+                          "on this machine, ~20-70 s, once)", file=sys.stderr, flush=True),
+        )
+        notice.start()
+        try:
+            return original(family, key, device, build)
+        finally:
+            notice.cancel()
+
+    announced._announced = True
+    gc_compile.compile_single_target = announced
+
+
+if __name__ == "__main__":
+    quiet_max_logs()
+    for name in sys.argv[1:]:
+        _run_op(name)

@@ -1,0 +1,242 @@
+"""GPT-2 checkpoints: find one, verify it, download the real one, or generate a stand-in.
+
+The checks look, in order, for:
+  1. `weights/gpt2/`            the real `openai-community/gpt2`, from `pixi run weights`
+  2. the Hugging Face cache     the same checkpoint, if `transformers` already fetched it
+  3. `weights/synthetic-gpt2/`  a deterministic GPT-2-shaped stand-in, generated once
+                                locally with `transformers` (no network needed)
+
+All three are Hugging Face checkpoints (`config.json` + `model.safetensors`)
+and load through the same code. The sha256 of `model.safetensors` is recorded
+when a checkpoint is written and verified when it is used; a verified file is
+remembered by size and modification time, so the hash is not recomputed on
+every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from checker.paths import CACHE, WEIGHTS, shown
+
+HF_REPO_ID = "openai-community/gpt2"
+DOWNLOADED = WEIGHTS / "gpt2"
+SYNTHETIC = WEIGHTS / "synthetic-gpt2"
+MODEL_FILE = "model.safetensors"
+SUMS_FILE = "SHA256SUMS"
+DOWNLOAD_FILES = (
+    "config.json",
+    "generation_config.json",
+    MODEL_FILE,
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+)
+
+
+class WeightsError(Exception):
+    """A checkpoint problem, with a message written for the learner."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path  # folder holding config.json and model.safetensors
+    kind: str  # "downloaded", "hf-cache" or "synthetic"
+    sha256: str  # of model.safetensors
+
+    @property
+    def is_real(self) -> bool:
+        return self.kind != "synthetic"
+
+    def describe(self) -> str:
+        where = {
+            "downloaded": f"GPT-2 ({HF_REPO_ID}) from {shown(self.path)}",
+            "hf-cache": f"GPT-2 ({HF_REPO_ID}) from the Hugging Face cache",
+            "synthetic": (
+                f"SYNTHETIC GPT-2-shaped checkpoint in {shown(self.path)} (offline stand-in, "
+                "random weights; `pixi run weights` fetches the real one)"
+            ),
+        }[self.kind]
+        return f"{where}, sha256 {self.sha256[:12]}"
+
+    def config(self) -> dict:
+        return json.loads((self.path / "config.json").read_text())
+
+    def tensors(self, names: list[str]) -> dict[str, np.ndarray]:
+        """The named tensors, as float32 numpy arrays in the checkpoint's layout."""
+        from safetensors import safe_open
+
+        try:
+            with safe_open(self.path / MODEL_FILE, framework="np") as f:
+                keys = set(f.keys())
+                # Hugging Face saves GPT-2 with or without the `transformer.` prefix.
+                def key(name: str) -> str:
+                    return name if name in keys else name.removeprefix("transformer.")
+
+                return {n: f.get_tensor(key(n)).astype(np.float32) for n in names}
+        except Exception as e:  # corrupt header, missing tensor, ...
+            raise WeightsError(
+                f"Could not read {', '.join(names)} from {shown(self.path / MODEL_FILE)}: {e}\n"
+                "The file may be damaged: run `pixi run weights --force` to fetch it again."
+            ) from e
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_sums(folder: Path) -> dict[str, str]:
+    """`SHA256SUMS` as {file name: hex digest}; empty if there is none."""
+    sums = folder / SUMS_FILE
+    if not sums.exists():
+        return {}
+    pairs = (line.split() for line in sums.read_text().splitlines() if line.strip())
+    return {name: digest for digest, name in pairs}
+
+
+def write_sums(folder: Path, names: list[str]) -> dict[str, str]:
+    sums = {name: sha256_file(folder / name) for name in names if (folder / name).exists()}
+    (folder / SUMS_FILE).write_text("".join(f"{d}  {n}\n" for n, d in sums.items()))
+    return sums
+
+
+_STAMPS = CACHE / "verified.json"
+
+
+def verify(path: Path, expected: str) -> str:
+    """Checks `path` against its recorded sha256; returns the digest.
+
+    A file already verified at the same size and modification time is
+    trusted without hashing it again (hashing GPT-2 takes ~2 s).
+    """
+    st = path.stat()
+    fingerprint = [st.st_size, st.st_mtime_ns, expected]
+    try:
+        stamps = json.loads(_STAMPS.read_text())
+    except (OSError, ValueError):
+        stamps = {}
+    if stamps.get(str(path)) == fingerprint:
+        return expected
+    actual = sha256_file(path)
+    if actual != expected:
+        raise WeightsError(
+            f"{shown(path)} is damaged: its sha256 is {actual[:12]}..., "
+            f"but {expected[:12]}... was recorded when it was written.\n"
+            "Fetch it again with `pixi run weights --force` (or delete the folder)."
+        )
+    stamps[str(path)] = fingerprint
+    try:
+        _STAMPS.parent.mkdir(parents=True, exist_ok=True)
+        _STAMPS.write_text(json.dumps(stamps, indent=1))
+    except OSError:
+        pass  # a read-only checkout still works; it just hashes every time
+    return actual
+
+
+def _downloaded() -> Checkpoint | None:
+    model = DOWNLOADED / MODEL_FILE
+    if not model.exists():
+        return None
+    expected = read_sums(DOWNLOADED).get(MODEL_FILE)
+    if expected is None:
+        raise WeightsError(
+            f"{shown(DOWNLOADED)} has no {SUMS_FILE}: the download did not finish.\n"
+            "Run `pixi run weights` again; it resumes where it stopped."
+        )
+    return Checkpoint(DOWNLOADED, "downloaded", verify(model, expected))
+
+
+def _hf_cache() -> Checkpoint | None:
+    if os.environ.get("GPT2_COURSE_NO_HF_CACHE"):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    model = try_to_load_from_cache(HF_REPO_ID, MODEL_FILE)
+    config = try_to_load_from_cache(HF_REPO_ID, "config.json")
+    if not (isinstance(model, str) and isinstance(config, str)):
+        return None
+    # The cache names each large file's blob by its sha256.
+    expected = Path(model).resolve().name
+    return Checkpoint(Path(model).parent, "hf-cache", verify(Path(model), expected))
+
+
+def _synthetic() -> Checkpoint:
+    expected = read_sums(SYNTHETIC).get(MODEL_FILE)
+    if expected is None or not (SYNTHETIC / MODEL_FILE).exists():
+        from checker.synthetic import generate
+
+        print(
+            f"No GPT-2 weights found: generating a synthetic GPT-2-shaped checkpoint in "
+            f"{shown(SYNTHETIC)} (once, ~30 s)...",
+            file=sys.stderr,
+            flush=True,
+        )
+        expected = generate(SYNTHETIC)
+    return Checkpoint(SYNTHETIC, "synthetic", verify(SYNTHETIC / MODEL_FILE, expected))
+
+
+def find_checkpoint(*, synthetic: bool = False) -> Checkpoint:
+    """The checkpoint the checks use (see the module docstring for the order).
+
+    `synthetic=True` skips the real checkpoints: the test suite uses it so
+    that its results do not depend on what a machine has downloaded.
+    """
+    if not synthetic:
+        for found in (_downloaded(), _hf_cache()):
+            if found is not None:
+                return found
+    return _synthetic()
+
+
+def download(force: bool = False) -> int:
+    """`pixi run weights`: fetches GPT-2 into `weights/gpt2/` with progress bars."""
+    from huggingface_hub import HfApi, hf_hub_download
+
+    if force and (DOWNLOADED / SUMS_FILE).exists():
+        (DOWNLOADED / SUMS_FILE).unlink()
+    try:
+        info = HfApi().model_info(HF_REPO_ID, files_metadata=True)
+    except Exception as e:
+        print(
+            f"Could not reach the Hugging Face hub to fetch {HF_REPO_ID}:\n  {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}\n"
+            "Are you online (or behind a proxy that needs HTTPS_PROXY)? Nothing was changed.\n"
+            "Until then the checks run on a synthetic GPT-2-shaped checkpoint: every check\n"
+            "still compares your code with transformers, but generated text will be gibberish.",
+            file=sys.stderr,
+        )
+        return 1
+    published = {s.rfilename: s.lfs.sha256 for s in info.siblings if s.lfs is not None}
+    DOWNLOADED.mkdir(parents=True, exist_ok=True)
+    for name in DOWNLOAD_FILES:
+        # Resumes a partial download; shows a progress bar per file.
+        hf_hub_download(HF_REPO_ID, name, local_dir=DOWNLOADED, force_download=force)
+    sums = write_sums(DOWNLOADED, list(DOWNLOAD_FILES))
+    for name, digest in published.items():
+        if name in sums and sums[name] != digest:
+            (DOWNLOADED / SUMS_FILE).unlink()
+            print(
+                f"{name}: sha256 {sums[name][:12]}... does not match the hub's {digest[:12]}...\n"
+                "The download is damaged; run `pixi run weights --force`.",
+                file=sys.stderr,
+            )
+            return 1
+    print(f"GPT-2 is in {shown(DOWNLOADED)} (sha256 of {MODEL_FILE}: {sums[MODEL_FILE][:12]}...).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(download(force="--force" in sys.argv[1:]))

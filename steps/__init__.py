@@ -1,0 +1,1 @@
+"""Your workspace: one file per step of the course."""
