@@ -33,7 +33,8 @@ def attend(q, k, v, *, scale: str = "sqrt_d", mask: str = "-inf", axis: int = -1
 
     scale: "sqrt_d" (right), "sqrt_c", "d" or "none"
     mask:  "-inf" (right), "none", "0/1" (adds 1 to future scores),
-           "multiply" (scores times a 0/1 mask), "after_softmax" (zeroes weights)
+           "multiply" (scores times a 0/1 mask), "after_softmax" (zeroes weights),
+           "-inf_after_softmax" (adds the -inf mask to the weights: NaN/inf out)
     axis:  the softmax axis; -1 (the keys) is right
     """
     H, T, D = q.shape[-3:]
@@ -49,7 +50,10 @@ def attend(q, k, v, *, scale: str = "sqrt_d", mask: str = "-inf", axis: int = -1
     w = softmax(s, axis)
     if mask == "after_softmax":
         w = w * ~future
-    return w @ v
+    elif mask == "-inf_after_softmax":
+        w = np.where(future, -np.inf, w)
+    with np.errstate(invalid="ignore"):
+        return w @ v
 
 
 def forward(
@@ -61,7 +65,6 @@ def forward(
     order:  which thirds of c_attn's output are used as q, k and v ("qkv" is right)
     c_proj: "linear" (right), "missing", or "untransposed" (x @ W with W stored [out, in])
     """
-    C = x.shape[-1]
     qkv = x @ p["c_attn_weight"] + (p["c_attn_bias"] if attn_bias else 0)
     thirds = dict(zip("qkv", np.split(qkv, 3, axis=-1)))
     q, k, v = (split(thirds[name], H) for name in order)
@@ -69,5 +72,5 @@ def forward(
     if c_proj == "missing":
         return merged
     w = p["c_proj_weight"].T if c_proj == "untransposed" else p["c_proj_weight"]
-    assert w.shape == (C, C)
-    return merged @ w + (p["c_proj_bias"] if proj_bias else 0)
+    with np.errstate(invalid="ignore"):  # a mistake may put NaN in `merged`
+        return merged @ w + (p["c_proj_bias"] if proj_bias else 0)

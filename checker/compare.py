@@ -70,11 +70,13 @@ def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
 
 
 def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+    """Equal within `tol`, with NaN and inf in the same places (of either kind)."""
     if a.shape != b.shape:
         return False
-    finite = np.isfinite(a) & np.isfinite(b)
-    same_special = (np.isnan(a) & np.isnan(b)) | (a == b)
-    return bool(np.all(np.where(finite, np.abs(a - b) <= tol, same_special)))
+    finite = np.isfinite(a)
+    if not np.array_equal(finite, np.isfinite(b)):
+        return False
+    return bool(np.all(np.abs(a[finite] - b[finite]) <= tol))
 
 
 def compare(

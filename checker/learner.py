@@ -54,12 +54,35 @@ def _learner_line(tb) -> tuple[str, str] | None:
     return f"{shown(Path(f.filename))}:{f.lineno}", (f.line or "").strip()
 
 
+def _dims(text: str) -> str:
+    """'[Dim(2), Dim(3)]' -> '[2, 3]'"""
+    return re.sub(r"Dim\(([^()]*)\)", r"\1", text)
+
+
+def _max_op_error(text: str) -> str | None:
+    """MAX's "Failed to create op" dump, reduced to the op, its input shapes and the reason.
+
+    'MatmulOp: input_x [2, 3, 4], input_y [3, 4]: Matrix multiplication input lhs ... must match ...'
+    """
+    op = re.match(r"Failed to create op '(\w+)'", text)
+    if not op:
+        return None
+    inputs_text, _, diagnostics = text.partition("Diagnostics:")
+    inputs = []
+    for name, value in re.findall(r"^\s+(\w+) = (.*)$", inputs_text.partition("Inputs:")[2], flags=re.M):
+        shape = re.search(r"shape=(\[[^\]]*\])", value)
+        inputs.append(f"{name} {_dims(shape.group(1) if shape else value)}")
+    reason = next((line.strip() for line in diagnostics.splitlines() if line.strip()), "")
+    why = re.sub(r"#mosh<ape(\[[^\]]*\])> : !mosh.ape", r"\1", reason)
+    return f"MAX could not build {op.group(1)} ({', '.join(inputs)}): {why.strip()}"
+
+
 def _first_line(e: BaseException) -> str:
-    """An exception's message without MLIR dumps or stack noise: its first line, trimmed."""
+    """An exception's message without MLIR dumps or stack noise, trimmed to one line."""
     text = str(e).strip()
-    line = text.splitlines()[0] if text else ""
+    line = _max_op_error(text) or (text.splitlines()[0] if text else "")
     line = re.sub(r"\s+", " ", line)
-    return line if len(line) <= 240 else line[:237] + "..."
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _step_of(where: str | None) -> str | None:

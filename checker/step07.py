@@ -128,6 +128,12 @@ ATTN_MISTAKES = [
         partial(ref.attend, mask="after_softmax"),
     ),
     Mistake(
+        "mask-added-after-softmax",
+        "the -inf mask was added after softmax, so -inf reached the weighted sum and made NaN/inf",
+        "add the mask to the scores before softmax, which turns -inf into a weight of exactly 0",
+        partial(ref.attend, mask="-inf_after_softmax"),
+    ),
+    Mistake(
         "mask-zero-one",
         "the mask holds 0/1 instead of 0/-inf, so future tokens still get weight",
         "a masked score must be -inf (or very negative) for softmax to give it 0",

@@ -158,8 +158,6 @@ def _downloaded() -> Checkpoint | None:
 
 
 def _hf_cache() -> Checkpoint | None:
-    if os.environ.get("GPT2_COURSE_NO_HF_CACHE"):
-        return None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
@@ -188,12 +186,15 @@ def _synthetic() -> Checkpoint:
     return Checkpoint(SYNTHETIC, "synthetic", verify(SYNTHETIC / MODEL_FILE, expected))
 
 
-def find_checkpoint(*, synthetic: bool = False) -> Checkpoint:
+def find_checkpoint(*, synthetic: bool | None = None) -> Checkpoint:
     """The checkpoint the checks use (see the module docstring for the order).
 
-    `synthetic=True` skips the real checkpoints: the test suite uses it so
-    that its results do not depend on what a machine has downloaded.
+    `synthetic=True`, or the environment variable GPT2_WEIGHTS=synthetic,
+    skips the real checkpoints: the test suite uses it so that its results do
+    not depend on what a machine has downloaded.
     """
+    if synthetic is None:
+        synthetic = os.environ.get("GPT2_WEIGHTS", "auto") == "synthetic"
     if not synthetic:
         for found in (_downloaded(), _hf_cache()):
             if found is not None:

@@ -1,0 +1,50 @@
+"""Shared fixtures: the synthetic checkpoint, warm kernels, and a way to check a copy of a step.
+
+The suite always uses the synthetic checkpoint (GPT2_WEIGHTS=synthetic), so
+its results do not depend on what a machine has downloaded.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["GPT2_WEIGHTS"] = "synthetic"
+
+from checker import warmup  # noqa: E402
+from checker.paths import REPO  # noqa: E402
+from checker.weights import find_checkpoint  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def checkpoint():
+    workers = warmup.start("07")  # compiles MAX kernels while the references are computed
+    ckpt = find_checkpoint(synthetic=True)
+    from checker import step07
+
+    step07.prepare(ckpt)
+    warmup.finish("07", workers)
+    warmup.announce_compiles()
+    return ckpt
+
+
+@pytest.fixture
+def write_step(tmp_path):
+    """Writes step source text to a file in a temporary folder; returns its path."""
+
+    def write(source: str, name: str = "step_07.py") -> Path:
+        path = tmp_path / name
+        path.write_text(source)
+        return path
+
+    return write
+
+
+def solution_source(step: str) -> str:
+    return (REPO / "solutions" / f"solution_{step}.py").read_text()
+
+
+def mutate(source: str, old: str, new: str) -> str:
+    """`source` with `old` replaced by `new`; `old` must occur exactly once."""
+    assert source.count(old) == 1, f"mutation target occurs {source.count(old)} times: {old!r}"
+    return source.replace(old, new)

@@ -1,0 +1,133 @@
+"""Step 07: the check passes the solution and correct variants, and catches and
+names each injected mistake."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checker import step07
+from checker.paths import REPO
+from checker.report import FAIL, PASS, TODO
+from tests.conftest import mutate, solution_source
+
+PARTS = ["construction", "_split_heads", "_merge_heads", "_attn", "forward"]
+
+
+def test_solution_passes_every_part(checkpoint):
+    report = step07.check(REPO / "solutions" / "solution_07.py", checkpoint)
+    assert [p.name for p in report.parts] == PARTS
+    assert [p.status for p in report.parts] == [PASS] * 5, report.render()
+    assert report.ok
+
+
+def test_untouched_skeleton_reports_not_implemented_per_part(checkpoint):
+    report = step07.check(REPO / "steps" / "step_07.py", checkpoint)
+    assert [p.status for p in report.parts] == [TODO] * 5, report.render()
+    for part in report.parts[1:]:
+        assert part.summary.startswith("not implemented yet (steps/step_07.py:")
+    assert "Traceback" not in report.render()
+    assert not report.ok
+
+
+@pytest.mark.parametrize(
+    "variant", sorted(p.name for p in (Path(__file__).parent / "variants").glob("step07_*.py"))
+)
+def test_correct_variants_pass(checkpoint, variant):
+    report = step07.check(Path(__file__).parent / "variants" / variant, checkpoint)
+    assert report.ok, report.render()
+
+
+# (mistake id the check must name, the first part that must fail, text in the solution, replacement)
+MUTATIONS = [
+    ("no-causal-mask", "_attn",
+     "attn_weights = attn_weights + mask  # future positions -> -inf", "pass"),
+    ("scale-sqrt-n-embd", "_attn",
+     "math.sqrt(int(value.shape[-1]))", "math.sqrt(self.embed_dim)"),
+    ("no-scale", "_attn",
+     "attn_weights = attn_weights / math.sqrt(int(value.shape[-1]))", "pass"),
+    ("scale-head-dim", "_attn",
+     "math.sqrt(int(value.shape[-1]))", "int(value.shape[-1])"),
+    ("softmax-wrong-axis", "_attn", "F.softmax(attn_weights, axis=-1)", "F.softmax(attn_weights, axis=-2)"),
+    ("mask-added-after-softmax", "_attn",
+     "        attn_weights = attn_weights + mask  # future positions -> -inf\n\n"
+     "        attn_weights = F.softmax(attn_weights, axis=-1)  # each row sums to 1\n",
+     "        attn_weights = F.softmax(attn_weights, axis=-1)\n"
+     "        attn_weights = attn_weights + mask\n"),
+    ("split-heads-last-shape", "_split_heads",
+     "[num_heads, attn_head_size]\n        tensor = tensor.reshape(new_shape)  # [B, T, H, D]",
+     "[attn_head_size, num_heads]\n        tensor = tensor.reshape(new_shape)"),
+    ("split-no-transpose", "_split_heads",
+     "return tensor.transpose(-3, -2)  # [B, H, T, D]", "return tensor"),
+    ("merge-no-transpose", "_merge_heads",
+     "tensor = tensor.transpose(-3, -2)  # [B, T, H, D]\n        new_shape = list(tensor.shape[:-2])",
+     "new_shape = [tensor.shape[0], tensor.shape[2]]"),
+    ("split-order-kqv", "forward", "query, key, value = F.split(", "key, query, value = F.split("),
+    ("split-order-vkq", "forward", "query, key, value = F.split(", "value, key, query = F.split("),
+    ("c-proj-untransposed", "forward",
+     "return self.c_proj(attn_output)  # [B, T, C]",
+     "return attn_output @ self.c_proj.weight + self.c_proj.bias"),
+    ("no-c-proj", "forward", "return self.c_proj(attn_output)  # [B, T, C]", "return attn_output"),
+]
+
+
+@pytest.mark.parametrize("mistake, part, old, new", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_injected_mistake_fails_and_is_named(checkpoint, write_step, mistake, part, old, new):
+    report = step07.check(write_step(mutate(solution_source("07"), old, new)), checkpoint)
+    failing = [p for p in report.parts if p.status != PASS]
+    assert failing and failing[0].name == part, report.render()
+    assert failing[0].mistake is not None and failing[0].mistake.id == mistake, report.render()
+    text = report.render()
+    assert "likely mistake: " + failing[0].mistake.says in text and "hint: " in text
+    assert not report.ok
+
+
+@pytest.mark.parametrize(
+    "old, new, says",
+    [
+        ("Linear(self.embed_dim, 3 * self.embed_dim, bias=True)",
+         "Linear(3 * self.embed_dim, self.embed_dim, bias=True)", "arguments look swapped"),
+        ("Linear(self.embed_dim, self.embed_dim, bias=True)",
+         "Linear(self.embed_dim, self.embed_dim, bias=False)", "c_proj has no bias"),
+        ("self.c_attn = Linear(", "self.qkv = Linear(", "no attribute self.c_attn"),
+    ],
+)
+def test_construction_mistakes_are_explained(checkpoint, write_step, old, new, says):
+    report = step07.check(write_step(mutate(solution_source("07"), old, new)), checkpoint)
+    assert report.parts[0].status == FAIL and says in report.parts[0].summary, report.render()
+    assert report.part("forward").status != PASS
+
+
+def test_forward_failure_points_at_the_broken_part(checkpoint, write_step):
+    source = mutate(solution_source("07"), "attn_weights = attn_weights + mask  # future positions -> -inf", "pass")
+    forward = step07.check(write_step(source), checkpoint).part("forward")
+    assert forward.status == FAIL and forward.mistake.id == "no-causal-mask"
+    assert any("_attn" in d and "first" in d for d in forward.details)
+
+
+def test_max_errors_are_translated(checkpoint, write_step):
+    source = mutate(solution_source("07"), "return tensor.reshape(new_shape)  # [B, T, C]",
+                    "return tensor.reshape([2, 5])")
+    part = step07.check(write_step(source), checkpoint).part("_merge_heads")
+    assert part.status == FAIL
+    assert "MAX could not build ReshapeOp (input [2, 10, 12, 64], new_shape [2, 5])" in part.summary
+    assert "number of elements must match" in part.summary and "step_07.py:" in part.summary
+    assert "mosh" not in part.summary and "Failed to infer" not in part.summary
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "checker", "07", *args],
+        capture_output=True, text=True, cwd="/", env={**__import__("os").environ, "GPT2_WEIGHTS": "synthetic"},
+    )
+
+
+def test_command_exits_zero_only_when_every_part_passes(checkpoint, write_step):
+    good = _cli("--solution")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert good.stdout.splitlines()[0].startswith("Weights: SYNTHETIC")
+    bad = _cli("--file", str(write_step(mutate(solution_source("07"), "axis=-1)", "axis=-2)"))))
+    assert bad.returncode == 1 and "softmax ran over the query axis" in bad.stdout
+    todo = _cli()
+    assert todo.returncode == 1 and "Traceback" not in todo.stdout + todo.stderr
