@@ -55,7 +55,8 @@ def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
     """Names the entries of each named axis where any element is wrong.
 
     `bad` is a boolean array; `axes` names its axes ("" for one not worth
-    naming, like the channel axis). Example: 'heads 0-11; positions 1-9 (of 10)'.
+    naming, like the channel axis).
+    Example: 'sequences 0-1 (all of 2); heads 3, 7 (of 12); positions 1-9 (of 10)'.
     """
     parts = []
     for axis, name in enumerate(axes):
@@ -64,8 +65,7 @@ def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
         other = tuple(a for a in range(bad.ndim) if a != axis)
         hit = np.flatnonzero(bad.any(axis=other))
         size = bad.shape[axis]
-        label = f"{name} {_ranges(hit)}" if len(hit) < size else f"all {size} {name}"
-        parts.append(label if len(hit) < size else label)
+        parts.append(f"{name} {_ranges(hit)} ({'all ' if len(hit) == size else ''}of {size})")
     return "; ".join(parts)
 
 
