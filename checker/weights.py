@@ -114,7 +114,10 @@ def write_sums(folder: Path, names: list[str]) -> dict[str, str]:
 _STAMPS = CACHE / "verified.json"
 
 
-def verify(path: Path, expected: str) -> str:
+REDOWNLOAD = "Fetch it again with `pixi run weights --force`."
+
+
+def verify(path: Path, expected: str, remedy: str = REDOWNLOAD) -> str:
     """Checks `path` against its recorded sha256; returns the digest.
 
     A file already verified at the same size and modification time is
@@ -132,8 +135,7 @@ def verify(path: Path, expected: str) -> str:
     if actual != expected:
         raise WeightsError(
             f"{shown(path)} is damaged: its sha256 is {actual[:12]}..., "
-            f"but {expected[:12]}... was recorded when it was written.\n"
-            "Fetch it again with `pixi run weights --force` (or delete the folder)."
+            f"but {expected[:12]}... was recorded when it was written.\n{remedy}"
         )
     stamps[str(path)] = fingerprint
     try:
@@ -183,7 +185,8 @@ def _synthetic() -> Checkpoint:
             flush=True,
         )
         expected = generate(SYNTHETIC)
-    return Checkpoint(SYNTHETIC, "synthetic", verify(SYNTHETIC / MODEL_FILE, expected))
+    remedy = f"Delete {shown(SYNTHETIC)}; the next check generates it again."
+    return Checkpoint(SYNTHETIC, "synthetic", verify(SYNTHETIC / MODEL_FILE, expected, remedy))
 
 
 def find_checkpoint(*, synthetic: bool | None = None) -> Checkpoint:

@@ -131,3 +131,30 @@ def test_command_exits_zero_only_when_every_part_passes(checkpoint, write_step):
     assert bad.returncode == 1 and "softmax ran over the query axis" in bad.stdout
     todo = _cli()
     assert todo.returncode == 1 and "Traceback" not in todo.stdout + todo.stderr
+
+
+def test_infinite_loop_hits_the_time_limit(checkpoint, write_step):
+    source = mutate(solution_source("07"), '"""Causal scaled dot-product attention, per head: [B, H, T, D] x 3 -> [B, H, T, D]"""',
+                    '"""Loops forever."""\n        while True:\n            pass')
+    report = step07.check(write_step(source), checkpoint, timeout=2)
+    attn = report.part("_attn")
+    assert attn.status == FAIL and "no result after 2 s" in attn.summary
+    assert report.part("_split_heads").status == PASS  # the other parts still ran
+
+
+def test_printing_stays_out_of_the_verdict(checkpoint, write_step):
+    source = mutate(solution_source("07"), '        """[B, T, C] -> [B, T, C]"""\n',
+                    '        """[B, T, C] -> [B, T, C]"""\n        print("debug: in forward")\n')
+    report = step07.check(write_step(source), checkpoint)
+    assert report.ok, report.render()
+    assert "debug: in forward" in report.printed
+    verdict, _, printed = report.render().partition("your code printed")
+    assert "debug" not in verdict and "debug: in forward" in printed
+
+
+def test_syntax_error_points_at_the_line(checkpoint, write_step):
+    source = mutate(solution_source("07"), "self.num_heads = config.n_head", "self.num_heads = config.n_head)")
+    report = step07.check(write_step(source), checkpoint)
+    first = report.parts[0]
+    assert first.status == FAIL and "SyntaxError" in first.summary and "line 31" in first.summary
+    assert all(p.status == "SKIP" for p in report.parts[1:])

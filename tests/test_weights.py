@@ -1,0 +1,74 @@
+"""Finding, verifying and fetching checkpoints, without the network."""
+
+import shutil
+
+import pytest
+
+from checker import weights
+from checker.weights import WeightsError
+
+
+def test_synthetic_checkpoint_is_gpt2_shaped_and_verified(checkpoint):
+    assert checkpoint.kind == "synthetic" and not checkpoint.is_real
+    assert "SYNTHETIC" in checkpoint.describe()
+    config = checkpoint.config()
+    assert (config["n_embd"], config["n_head"], config["n_layer"], config["vocab_size"]) == (768, 12, 12, 50257)
+    t = checkpoint.tensors(["transformer.h.0.attn.c_attn.weight", "transformer.h.0.attn.c_attn.bias"])
+    assert t["transformer.h.0.attn.c_attn.weight"].shape == (768, 2304)  # Conv1D: [in, out]
+    assert abs(t["transformer.h.0.attn.c_attn.bias"]).max() > 0  # non-zero biases keep the checks sensitive
+    assert weights.sha256_file(checkpoint.path / weights.MODEL_FILE) == checkpoint.sha256
+
+
+def test_damaged_file_is_reported_with_a_remedy(checkpoint, tmp_path, monkeypatch):
+    copy = tmp_path / "model.safetensors"
+    shutil.copyfile(checkpoint.path / weights.MODEL_FILE, copy)
+    with open(copy, "r+b") as f:  # flip one byte in the middle
+        f.seek(1_000_000)
+        byte = f.read(1)
+        f.seek(1_000_000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    monkeypatch.setattr(weights, "_STAMPS", tmp_path / "verified.json")
+    with pytest.raises(WeightsError, match=r"(?s)is damaged.*pixi run weights --force"):
+        weights.verify(copy, checkpoint.sha256)
+
+
+def test_hugging_face_cache_is_found_and_verified(checkpoint, tmp_path, monkeypatch):
+    """A checkpoint in the Hugging Face cache layout is used, checked against its blob name."""
+    snapshot = tmp_path / "models--openai-community--gpt2" / "snapshots" / "0123abcd"
+    blobs = tmp_path / "models--openai-community--gpt2" / "blobs"
+    snapshot.mkdir(parents=True)
+    blobs.mkdir()
+    (tmp_path / "models--openai-community--gpt2" / "refs").mkdir()
+    (tmp_path / "models--openai-community--gpt2" / "refs" / "main").write_text("0123abcd")
+    for name, blob in [(weights.MODEL_FILE, checkpoint.sha256), ("config.json", "config-blob")]:
+        shutil.copyfile(checkpoint.path / name, blobs / blob)
+        (snapshot / name).symlink_to(blobs / blob)
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(weights, "DOWNLOADED", tmp_path / "not-downloaded")
+    monkeypatch.setattr(weights, "_STAMPS", tmp_path / "verified.json")
+    found = weights.find_checkpoint(synthetic=False)
+    assert found.kind == "hf-cache" and found.sha256 == checkpoint.sha256
+    assert "Hugging Face cache" in found.describe()
+
+
+def test_download_offline_says_so_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(weights, "DOWNLOADED", tmp_path / "gpt2")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    assert weights.download() == 1
+    err = capsys.readouterr().err
+    assert "Could not reach the Hugging Face hub" in err and "synthetic" in err
+    assert not (tmp_path / "gpt2").exists()
+
+
+def test_unfinished_download_is_reported(tmp_path, monkeypatch):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / weights.MODEL_FILE).write_bytes(b"partial")
+    monkeypatch.setattr(weights, "DOWNLOADED", folder)
+    with pytest.raises(WeightsError, match="did not finish"):
+        weights.find_checkpoint(synthetic=False)
