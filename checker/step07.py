@@ -20,13 +20,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from max.experimental import functional as F
+
 from checker import attention_np as ref
-from checker import learner
-from checker.compare import Mistake, compare
+from checker.compare import ATOL, Mistake
 from checker.learner import LearnerError
-from checker.paths import shown
 from checker.reference import LAYER, attention_layer, token_ids
-from checker.report import FAIL, PASS, SKIP, TODO, Part, Report
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
 
 CLASS = "GPT2MultiHeadAttention"
@@ -194,17 +195,6 @@ def _forward_with(part: str, m: Mistake) -> Mistake:
     return Mistake(m.id, m.says, m.hint, partial(ref.forward, **{swap: m.compute}))
 
 
-def mistake_outputs(mistakes: list[Mistake], *inputs) -> list[tuple[Mistake, np.ndarray]]:
-    """Each mistake with its output on `inputs`; one whose shapes cannot compose is left out."""
-    outs = []
-    for m in mistakes:
-        try:
-            outs.append((m, m.compute(*inputs)))
-        except ValueError:  # e.g. a split mistake that changes the shape, inside forward
-            pass
-    return outs
-
-
 def config_from(checkpoint: Checkpoint) -> SimpleNamespace:
     """The checkpoint's config.json as an object with GPT-2's attribute names.
 
@@ -218,41 +208,17 @@ def config_from(checkpoint: Checkpoint) -> SimpleNamespace:
     )
 
 
-def _to_numpy(value, what: str) -> np.ndarray:
-    from max.experimental.tensor import Tensor
-
-    if value is None:
-        raise LearnerError(f"{what} returned None: is a `return` missing?")
-    if isinstance(value, (list, tuple)):
-        raise LearnerError(f"{what} returned a {type(value).__name__}; return one Tensor")
-    if isinstance(value, np.ndarray):
-        raise LearnerError(f"{what} returned a numpy array; build the result with MAX Tensor operations")
-    if not isinstance(value, Tensor):
-        raise LearnerError(f"{what} returned {type(value).__name__}, not a max Tensor")
-    try:
-        return np.from_dlpack(value).astype(np.float64)
-    except Exception as e:
-        raise learner.explain(e) from None
-
-
-def _tensor(a: np.ndarray):
-    from max.experimental.tensor import Tensor
-
-    return Tensor.from_dlpack(np.ascontiguousarray(a, dtype=np.float32))
-
-
 def _expected_params(C: int) -> dict[str, tuple[int, ...]]:
     return {"c_attn.weight": (3 * C, C), "c_attn.bias": (3 * C,), "c_proj.weight": (C, C), "c_proj.bias": (C,)}
 
 
-def _construct(cls, config, refs, *, timeout, path) -> tuple[object, Part]:
+def _construct(cls, config, refs, run: StepRun) -> tuple[object, Part]:
     """Builds the learner's module and loads GPT-2's weights into it."""
-    from max.experimental import functional as F
     from max.experimental.nn import Module
 
     C = config.n_embd
     with F.lazy():  # no random initialisation is computed; the real weights replace it
-        module = learner.call(cls, config, timeout=timeout, checking=path)
+        module = run.call(cls, config)
     if not isinstance(module, Module):
         raise LearnerError(f"{CLASS} is not a max.experimental.nn.Module: subclass Module")
     for layer in ("c_attn", "c_proj"):
@@ -291,7 +257,7 @@ def _construct(cls, config, refs, *, timeout, path) -> tuple[object, Part]:
     }
     state = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}
     extra = {name: t for name, t in module.parameters if name not in state}
-    learner.call(module.load_state_dict, {**state, **extra}, timeout=timeout, checking=path)
+    run.call(module.load_state_dict, {**state, **extra})
     note = f"; also holds {', '.join(extra)}" if extra else ""
     return module, Part(
         "construction", PASS,
@@ -312,87 +278,51 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     config = config_from(checkpoint)
     H, C = config.n_head, config.n_embd
     D = C // H
-    report = Report(
-        title=f"Step 07 · {CLASS} · {shown(path)}",
-        header=[
-            f"Weights: {checkpoint.describe()}",
-            f"Input:   h[{LAYER}].ln_1 output for {inputs}; float32, tolerance {1e-4:.0e}",
-        ],
-    )
-    names = ["construction", "_split_heads", "_merge_heads", "_attn", "forward"]
-
-    def skip_rest(reason: str) -> Report:
-        report.parts += [Part(n, SKIP, reason) for n in names[len(report.parts):]]
-        report.printed = learner.printed()
-        return report
-
-    try:
-        step = learner.import_step(path, f"_learner_step07_{abs(hash(str(path)))}")
-    except LearnerError as e:
-        report.parts.append(Part.from_error("construction", e))
-        return skip_rest("needs the file to import")
-    cls = getattr(step, CLASS, None)
+    run = StepRun("07", CLASS, path, checkpoint,
+                  f"h[{LAYER}].ln_1 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  ["construction", "_split_heads", "_merge_heads", "_attn", "forward"], timeout=timeout)
+    step = run.import_step()
+    cls = step and run.need(step, CLASS)
     if cls is None:
-        report.parts.append(Part("construction", FAIL, f"{path.name} defines no class {CLASS}"))
-        return skip_rest(f"needs {CLASS}")
+        return run.finish(f"needs {CLASS}")
 
-    module = None
     try:
-        module, part = _construct(cls, config, refs, timeout=timeout, path=path)
-        report.parts.append(part)
+        module, part = _construct(cls, config, refs, run)
+        run.add(part)
     except LearnerError as e:
-        report.parts.append(Part.from_error("construction", e))
+        run.add(Part.from_error("construction", e))
         # The shape-only parts can still run on an instance without its layers.
         try:
-            from max.experimental import functional as F
-
             with F.lazy():
-                module = learner.call(cls, config, timeout=timeout, checking=path)
+                module = run.call(cls, config)
         except LearnerError:
-            return skip_rest(f"needs {CLASS}(config) to construct")
+            return run.finish(f"needs {CLASS}(config) to construct")
 
-    def run_part(name, method, args, want, axes, mistakes) -> Part:
-        fn = getattr(module, method, None)
-        if fn is None:
-            return Part(name, FAIL, f"{CLASS} has no method {method}")
-        try:
-            got = _to_numpy(
-                learner.call(fn, *(_tensor(a) if isinstance(a, np.ndarray) else a for a in args),
-                             timeout=timeout, checking=path),
-                f"{method}()",
-            )
-        except LearnerError as e:
-            return Part.from_error(name, e)
-        inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
-        return Part.from_verdict(
-            name, compare(got, want, axes=axes, mistakes=mistake_outputs(mistakes, *inputs, *extra_args[name]))
-        )
+    def method(name):
+        return getattr(module, name, None)
 
     query = refs["qkv"][..., :C]
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
-    extra_args = {"_split_heads": (H,), "_merge_heads": (), "_attn": (), "forward": (params, H)}
-    report.parts.append(run_part("_split_heads", "_split_heads", (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES))
-    report.parts.append(run_part("_merge_heads", "_merge_heads", (refs["heads"], H, D), refs["merged"], TOKEN_AXES, MERGE_MISTAKES))
-    report.parts.append(run_part("_attn", "_attn", (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES))
+    run.run_part("_split_heads", method("_split_heads"), (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES, (H,))
+    run.run_part("_merge_heads", method("_merge_heads"), (refs["heads"], H, D), refs["merged"], TOKEN_AXES, MERGE_MISTAKES)
+    run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES)
 
-    if report.parts[0].status != PASS:
+    if run.report.parts[0].status != PASS:
         # Still say whether forward is written at all, if that is all there is to say.
         try:
-            learner.call(module.forward, _tensor(refs["x"]), timeout=timeout, checking=path)
+            run.call(module.forward, tensor(refs["x"]))
         except LearnerError as e:
             if e.todo:
-                report.parts.append(Part.from_error("forward", e))
-        return skip_rest("needs construction to pass (the weights must load)")
+                run.add(Part.from_error("forward", e))
+        return run.finish("needs construction to pass (the weights must load)")
     composed = [
         *FORWARD_MISTAKES,
         *(_forward_with("split", m) for m in SPLIT_MISTAKES),
         *(_forward_with("merge", m) for m in MERGE_MISTAKES),
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
-    fwd = run_part("forward", "forward", (refs["x"],), refs["y"], TOKEN_AXES, composed)
-    broken = [p.name for p in report.parts[1:] if p.status != PASS]
+    broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
+    fwd = run.run_part("forward", method("forward"), (refs["x"],), refs["y"], TOKEN_AXES, composed, (params, H))
     if fwd.status != PASS and broken:
         fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
-    report.parts.append(fwd)
-    report.printed = learner.printed()
-    return report
+    return run.finish()

@@ -1,0 +1,114 @@
+"""What every step's check does: import the learner's file, run each part,
+compare it with the reference, and collect the verdicts into a Report.
+
+A step's check module builds a `StepRun`, then calls `run_part` once per part
+with the learner's callable, its inputs and the reference output. Inputs that
+are numpy arrays become MAX tensors; the result must come back as a MAX tensor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from checker import learner
+from checker.compare import Mistake, compare
+from checker.learner import LearnerError
+from checker.paths import shown
+from checker.report import FAIL, SKIP, Part, Report
+from checker.weights import Checkpoint
+
+
+def tensor(a: np.ndarray):
+    """A float32 numpy array as a MAX tensor on the CPU."""
+    from max.experimental.tensor import Tensor
+
+    return Tensor.from_dlpack(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def to_numpy(value, what: str) -> np.ndarray:
+    """A MAX tensor returned by learner code as float64 numpy, or a LearnerError saying what it is."""
+    from max.experimental.tensor import Tensor
+
+    if value is None:
+        raise LearnerError(f"{what} returned None: is a `return` missing?")
+    if isinstance(value, (list, tuple)):
+        raise LearnerError(f"{what} returned a {type(value).__name__}; return one Tensor")
+    if isinstance(value, np.ndarray):
+        raise LearnerError(f"{what} returned a numpy array; build the result with MAX Tensor operations")
+    if not isinstance(value, Tensor):
+        raise LearnerError(f"{what} returned {type(value).__name__}, not a max Tensor")
+    try:
+        return np.from_dlpack(value).astype(np.float64)
+    except Exception as e:
+        raise learner.explain(e) from None
+
+
+def mistake_outputs(mistakes, *inputs) -> list[tuple[Mistake, np.ndarray]]:
+    """Each mistake with its output on `inputs`; one whose shapes cannot compose is left out."""
+    outs = []
+    for m in mistakes:
+        try:
+            outs.append((m, m.compute(*inputs)))
+        except ValueError:  # e.g. a split mistake that changes the shape, inside forward
+            pass
+    return outs
+
+
+class StepRun:
+    """One check of one step file: its parts, in order, and the report they make."""
+
+    def __init__(self, step: str, what: str, path: Path, checkpoint: Checkpoint, inputs: str,
+                 parts: list[str], *, timeout: float):
+        self.path, self.timeout, self.names = path, timeout, parts
+        self.report = Report(
+            title=f"Step {step} · {what} · {shown(path)}",
+            header=[f"Weights: {checkpoint.describe()}", f"Input:   {inputs}"],
+        )
+        self.step = step
+
+    def import_step(self) -> ModuleType | None:
+        """The learner's module, or None after recording why it did not import."""
+        try:
+            return learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}")
+        except LearnerError as e:
+            self.add(Part.from_error(self.names[0], e))
+            return None
+
+    def need(self, module: ModuleType, name: str):
+        """`module.name`, or None after recording that it is missing."""
+        found = getattr(module, name, None)
+        if found is None:
+            self.add(Part(self.names[0], FAIL, f"{self.path.name} defines no {name}"))
+        return found
+
+    def call(self, fn, *args, **kwargs):
+        return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)
+
+    def add(self, part: Part) -> Part:
+        self.report.parts.append(part)
+        return part
+
+    def run_part(self, name: str, fn, args, want: np.ndarray, axes: tuple[str, ...],
+                 mistakes=(), mistake_args=(), what: str | None = None) -> Part:
+        """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args."""
+        if fn is None:
+            return self.add(Part(name, FAIL, f"{what or name} is missing"))
+        try:
+            got = to_numpy(self.call(fn, *(tensor(a) if isinstance(a, np.ndarray) else a for a in args)),
+                           f"{what or name}()")
+        except LearnerError as e:
+            return self.add(Part.from_error(name, e))
+        inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
+        outs = mistake_outputs(mistakes, *inputs, *mistake_args)
+        return self.add(Part.from_verdict(name, compare(got, want, axes=axes, mistakes=outs)))
+
+    def finish(self, skipped_because: str = "") -> Report:
+        """The report, with any parts not reached marked as skipped."""
+        done = {p.name for p in self.report.parts}
+        self.report.parts += [Part(n, SKIP, skipped_because) for n in self.names if n not in done]
+        self.report.parts.sort(key=lambda p: self.names.index(p.name))
+        self.report.printed = learner.printed()
+        return self.report
