@@ -106,24 +106,28 @@ def compare(
                 )
         return Verdict(False, f"shape {list(got.shape)}, expected {list(want.shape)} ({' x '.join(a or 'C' for a in axes)})")
 
-    nonfinite = ~np.isfinite(got)
-    diff = np.abs(got.astype(np.float64) - want)
-    max_diff = float(np.nanmax(np.where(nonfinite, np.inf, diff)))
-    if not nonfinite.any() and max_diff <= tol:
-        return Verdict(True, f"max|diff| {max_diff:.1e} <= tol {tol:.0e}")
+    finite = np.isfinite(got) & np.isfinite(want)
+    # NaN and inf count as right only where the reference has the same (a mask's -inf, say).
+    same_special = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore"):  # inf - inf where both are special
+        diff = np.where(finite, np.abs(got.astype(np.float64) - want), 0.0)
+    bad = np.where(finite, diff > tol, ~same_special)
+    max_diff = float(diff.max()) if diff.size else 0.0
+    if not bad.any():
+        return Verdict(True, "exact" if tol == 0 else f"max|diff| {max_diff:.1e} <= tol {tol:.0e}")
+    nonfinite = ~np.isfinite(got) & ~same_special
 
     details = []
     if nonfinite.any():
         details.append(
             f"{int(nonfinite.sum())} of {got.size} values are NaN or inf, at {where_differs(nonfinite, axes)}"
         )
-    bad = nonfinite | (diff > tol)
     details.append(f"differs at {where_differs(bad, axes)}")
-    scale = float(np.abs(want).max())
+    scale = float(np.abs(np.where(np.isfinite(want), want, 0)).max())
     summary = (
         f"max|diff| {max_diff:.1e} > tol {tol:.0e} (reference values up to {scale:.2g})"
-        if np.isfinite(max_diff)
-        else "output has NaN/inf values"
+        if (diff > tol).any()
+        else f"{int(bad.sum())} values differ in being NaN or inf (yours or the reference's)"
     )
     for m, out in mistakes:
         if _close(got, out, tol):

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from checker import learner
-from checker.compare import Mistake, compare
+from checker.compare import ATOL, Mistake, compare
 from checker.learner import LearnerError
 from checker.paths import shown
 from checker.report import FAIL, SKIP, Part, Report
@@ -92,7 +92,7 @@ class StepRun:
         return part
 
     def run_part(self, name: str, fn, args, want: np.ndarray, axes: tuple[str, ...],
-                 mistakes=(), mistake_args=(), what: str | None = None) -> Part:
+                 mistakes=(), mistake_args=(), what: str | None = None, tol: float = ATOL) -> Part:
         """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args."""
         if fn is None:
             return self.add(Part(name, FAIL, f"{what or name} is missing"))
@@ -103,7 +103,7 @@ class StepRun:
             return self.add(Part.from_error(name, e))
         inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
         outs = mistake_outputs(mistakes, *inputs, *mistake_args)
-        return self.add(Part.from_verdict(name, compare(got, want, axes=axes, mistakes=outs)))
+        return self.add(Part.from_verdict(name, compare(got, want, axes=axes, mistakes=outs, tol=tol)))
 
     def finish(self, skipped_because: str = "") -> Report:
         """The report, with any parts not reached marked as skipped."""
