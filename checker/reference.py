@@ -22,7 +22,7 @@ import numpy as np
 from checker.paths import CACHE
 from checker.weights import Checkpoint
 
-FORMAT = 1  # bump when what is captured changes
+FORMAT = 2  # bump when what is captured changes
 LAYER = 0  # the block whose sub-modules the step checks look at
 TEXTS = (
     "The cat sat on the mat because it was tired and wanted to sleep",
@@ -67,27 +67,36 @@ def load_hf_model(checkpoint: Checkpoint):
     ).eval()
 
 
-def attention_layer(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
-    """What `transformer.h[LAYER].attn` sees and computes, for the step 07 check.
+def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
+    """What Hugging Face's GPT-2 computes on the check inputs, captured with forward hooks.
 
-    Keys (B sequences, T tokens, C = n_embd, H heads, D = C / H):
-      ids [B, T]           the token ids
-      x [B, T, C]          the attention's input: the block's ln_1 output
-      qkv [B, T, 3C]       c_attn(x): query, key and value side by side
-      q, k, v [B, H, T, D] per-head query, key and value, as Hugging Face lays them out
-      heads [B, H, T, D]   softmax(q k^T / sqrt(D) + causal mask) v, per head
-      merged [B, T, C]     heads merged back: the input of c_proj
-      y [B, T, C]          the attention's output, c_proj(merged)
-      c_attn_weight [C, 3C], c_attn_bias [3C], c_proj_weight [C, C], c_proj_bias [C]
-                           the layer's parameters in Hugging Face's Conv1D layout
+    Keys (B sequences, T tokens, C = n_embd, H heads, D = C / H, V = vocab_size):
+      ids [B, T]               the token ids
+      wte [B, T, C]            transformer.wte(ids)
+      wpe [T, C]               transformer.wpe(0..T-1)
+      wpe_offset [T, C]        transformer.wpe(OFFSET..OFFSET+T-1): positions after OFFSET cached tokens
+      h0_in [B, T, C]          block LAYER's input (wte + wpe for LAYER 0)
+      ln_1 [B, T, C]           its ln_1 output: the attention's input
+      ln_1_tiny [B, T, C]      ln_1 applied to h0_in * TINY, where epsilon matters
+      qkv [B, T, 3C]           c_attn(ln_1): query, key and value side by side
+      q, k, v [B, H, T, D]     per-head query, key and value, as Hugging Face lays them out
+      heads [B, H, T, D]       softmax(q k^T / sqrt(D) + causal mask) v, per head
+      merged [B, T, C]         heads merged back: the input of c_proj
+      attn [B, T, C]           the attention's output, c_proj(merged)
+      ln_2_in [B, T, C]        h0_in + attn: the residual stream after attention
+      ln_2 [B, T, C]           ln_2(ln_2_in): the MLP's input
+      mlp [B, T, C]            the MLP's output
+      h0_out [B, T, C]         the block's output: ln_2_in + mlp
+      last_hidden [B, T, C]    the model's last hidden state, after ln_f
+      logits [B, T, V]         lm_head(last_hidden)
     """
     ids, _ = token_ids(checkpoint)
-    path = _cache_file("attention", checkpoint, ids)
+    path = _cache_file("activations", checkpoint, ids)
     if path.exists():
         with np.load(path) as data:
             return dict(data)
     print("Computing reference outputs with transformers (once)...", file=sys.stderr, flush=True)
-    refs = _compute_attention_layer(checkpoint, ids)
+    refs = _compute_activations(checkpoint, ids)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp.npz")
@@ -98,11 +107,16 @@ def attention_layer(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     return refs
 
 
-def _compute_attention_layer(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, np.ndarray]:
+OFFSET = 5  # cached tokens before the sequence, for position embeddings
+TINY = 1e-3  # scales activations so that LayerNorm's epsilon changes the result
+
+
+def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, np.ndarray]:
     import torch
 
     model = load_hf_model(checkpoint)
-    attn = model.transformer.h[LAYER].attn
+    block = model.transformer.h[LAYER]
+    attn = block.attn
     seen: dict[str, torch.Tensor] = {}
 
     def keep(name, which):
@@ -112,31 +126,35 @@ def _compute_attention_layer(checkpoint: Checkpoint, ids: np.ndarray) -> dict[st
 
         return hook
 
-    handles = [
-        attn.register_forward_hook(keep("x", "in"), with_kwargs=True),
-        attn.register_forward_hook(keep("y", "out"), with_kwargs=True),
-        attn.c_attn.register_forward_hook(keep("qkv", "out"), with_kwargs=True),
-        attn.c_proj.register_forward_hook(keep("merged", "in"), with_kwargs=True),
-    ]
-    model(torch.from_numpy(ids))
+    taps = [(block, "h0_in", "in"), (block.ln_1, "ln_1", "out"), (attn.c_attn, "qkv", "out"),
+            (attn.c_proj, "merged", "in"), (attn, "attn", "out"), (block.ln_2, "ln_2_in", "in"),
+            (block.ln_2, "ln_2", "out"), (block.mlp, "mlp", "out"), (block, "h0_out", "out")]
+    handles = [module.register_forward_hook(keep(name, which), with_kwargs=True) for module, name, which in taps]
+    tokens = torch.from_numpy(ids)
+    last_hidden = model.transformer(tokens).last_hidden_state
     for h in handles:
         h.remove()
 
-    B, T, C = seen["x"].shape
+    B, T, C = seen["ln_1"].shape
     H, D = attn.num_heads, attn.head_dim
     # Hugging Face's own layout: split on the last axis, view as [B, T, H, D], swap T and H.
     q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in seen["qkv"].split(C, dim=2))
     heads = seen["merged"].view(B, T, H, D).transpose(1, 2)
 
-    # The pieces must recompose into what the layer computed, or the references lie.
+    # The pieces must recompose into what the model computed, or the references lie.
     scores = q @ k.transpose(-1, -2) / D**0.5
     scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-    recomposed = scores.softmax(-1) @ v
-    assert torch.allclose(recomposed, heads, atol=1e-5), "reference attention does not recompose"
-    assert torch.allclose(attn.c_proj(seen["merged"]), seen["y"], atol=1e-5)
+    assert torch.allclose(scores.softmax(-1) @ v, heads, atol=1e-5), "attention does not recompose"
+    assert torch.allclose(attn.c_proj(seen["merged"]), seen["attn"], atol=1e-5)
+    assert torch.allclose(seen["h0_in"] + seen["attn"], seen["ln_2_in"], atol=1e-5)
+    assert torch.allclose(seen["ln_2_in"] + seen["mlp"], seen["h0_out"], atol=1e-5)
 
-    refs = {"ids": ids, "q": q, "k": k, "v": v, "heads": heads, **seen}
-    refs |= {
+    wte, wpe = model.transformer.wte, model.transformer.wpe
+    refs = seen | {
+        "ids": ids, "q": q, "k": k, "v": v, "heads": heads,
+        "wte": wte(tokens), "wpe": wpe(torch.arange(T)), "wpe_offset": wpe(torch.arange(OFFSET, OFFSET + T)),
+        "ln_1_tiny": block.ln_1(seen["h0_in"] * TINY),
+        "last_hidden": last_hidden, "logits": model.lm_head(last_hidden),
         "c_attn_weight": attn.c_attn.weight, "c_attn_bias": attn.c_attn.bias,
         "c_proj_weight": attn.c_proj.weight, "c_proj_bias": attn.c_proj.bias,
     }

@@ -49,8 +49,7 @@ FIELDS = list(MISTAKES)
 
 
 def expected(checkpoint: Checkpoint) -> dict[str, object]:
-    c = checkpoint.config()
-    return {f: (c.get(f) or 4 * c["n_embd"]) if f == "n_inner" else c[f] for f in FIELDS}
+    return {f: getattr(checkpoint.learner_config(), f) for f in FIELDS}
 
 
 def _same(got, want) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -25,8 +24,9 @@ from max.experimental import functional as F
 from checker import attention_np as ref
 from checker.compare import ATOL, Mistake
 from checker.learner import LearnerError
-from checker.reference import LAYER, attention_layer, token_ids
+from checker.reference import LAYER, activations, token_ids
 from checker.report import PASS, Part, Report
+from checker.loading import hf_state, load_module
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
 
@@ -195,87 +195,28 @@ def _forward_with(part: str, m: Mistake) -> Mistake:
     return Mistake(m.id, m.says, m.hint, partial(ref.forward, **{swap: m.compute}))
 
 
-def config_from(checkpoint: Checkpoint) -> SimpleNamespace:
-    """The checkpoint's config.json as an object with GPT-2's attribute names.
-
-    It is not the learner's GPT2Config, so this step does not depend on step 01.
-    """
-    c = checkpoint.config()
-    return SimpleNamespace(
-        vocab_size=c["vocab_size"], n_positions=c["n_positions"], n_embd=c["n_embd"],
-        n_layer=c["n_layer"], n_head=c["n_head"], n_inner=c.get("n_inner") or 4 * c["n_embd"],
-        layer_norm_epsilon=c["layer_norm_epsilon"],
-    )
-
-
-def _expected_params(C: int) -> dict[str, tuple[int, ...]]:
-    return {"c_attn.weight": (3 * C, C), "c_attn.bias": (3 * C,), "c_proj.weight": (C, C), "c_proj.bias": (C,)}
-
-
-def _construct(cls, config, refs, run: StepRun) -> tuple[object, Part]:
+def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:
     """Builds the learner's module and loads GPT-2's weights into it."""
-    from max.experimental.nn import Module
-
     C = config.n_embd
-    with F.lazy():  # no random initialisation is computed; the real weights replace it
-        module = run.call(cls, config)
-    if not isinstance(module, Module):
-        raise LearnerError(f"{CLASS} is not a max.experimental.nn.Module: subclass Module")
-    for layer in ("c_attn", "c_proj"):
-        if not hasattr(module, layer):
-            raise LearnerError(
-                f"no attribute self.{layer}: name the layer {layer}, as in GPT-2's checkpoint "
-                f"(attn.{layer}.weight)"
-            )
-        if getattr(module, layer) is None:
-            raise LearnerError(f"self.{layer} is still None: create it in __init__", todo=True)
-    params = {name: tuple(int(d) for d in t.shape) for name, t in module.parameters}
-    problems = []
-    for name, shape in _expected_params(C).items():
-        if name not in params:
-            layer = name.split(".")[0]
-            problems.append(
-                f"{layer} has no bias: GPT-2's {layer} has one (bias=True)"
-                if name.endswith("bias")
-                else f"{name} is missing"
-            )
-        elif params[name] != shape:
-            got = params[name]
-            if name.endswith("weight") and got == shape[::-1]:
-                problems.append(
-                    f"{name} is {list(got)}, expected {list(shape)}: Linear(in_dim, out_dim) stores its "
-                    f"weight as [out, in]; the arguments look swapped"
-                )
-            else:
-                problems.append(f"{name} is {list(got)}, expected {list(shape)}")
-    if problems:
-        raise LearnerError("; ".join(problems))
-    # Hugging Face's Conv1D stores [in, out]; Linear stores [out, in]: transpose.
-    state = {
-        "c_attn.weight": refs["c_attn_weight"].T, "c_attn.bias": refs["c_attn_bias"],
-        "c_proj.weight": refs["c_proj_weight"].T, "c_proj.bias": refs["c_proj_bias"],
-    }
-    state = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in state.items()}
-    extra = {name: t for name, t in module.parameters if name not in state}
-    run.call(module.load_state_dict, {**state, **extra})
-    note = f"; also holds {', '.join(extra)}" if extra else ""
+    state = hf_state(checkpoint, f"transformer.h.{LAYER}.attn.",
+                     ["c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"])
+    module = load_module(run, lambda: cls(config), state)
     return module, Part(
         "construction", PASS,
-        f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias; "
-        f"GPT-2 h[{LAYER}] weights loaded{note}",
+        f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias; GPT-2 h[{LAYER}] weights loaded",
     )
 
 
 def prepare(checkpoint: Checkpoint) -> None:
     """Computes and caches the references (with torch, the first time only)."""
-    attention_layer(checkpoint)
+    activations(checkpoint)
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     """Runs the step 07 check on the step file at `path`."""
-    refs = attention_layer(checkpoint)
+    refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
-    config = config_from(checkpoint)
+    config = checkpoint.learner_config()
     H, C = config.n_head, config.n_embd
     D = C // H
     run = StepRun("07", CLASS, path, checkpoint,
@@ -287,7 +228,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish(f"needs {CLASS}")
 
     try:
-        module, part = _construct(cls, config, refs, run)
+        module, part = _construct(cls, config, checkpoint, run)
         run.add(part)
     except LearnerError as e:
         run.add(Part.from_error("construction", e))
@@ -308,12 +249,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES)
 
     if run.report.parts[0].status != PASS:
-        # Still say whether forward is written at all, if that is all there is to say.
-        try:
-            run.call(module.forward, tensor(refs["x"]))
-        except LearnerError as e:
-            if e.todo:
-                run.add(Part.from_error("forward", e))
+        run.todo_only(["forward"], module.forward, tensor(refs["ln_1"]))
         return run.finish("needs construction to pass (the weights must load)")
     composed = [
         *FORWARD_MISTAKES,
@@ -322,7 +258,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
     broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
-    fwd = run.run_part("forward", method("forward"), (refs["x"],), refs["y"], TOKEN_AXES, composed, (params, H))
+    fwd = run.run_part("forward", method("forward"), (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H))
     if fwd.status != PASS and broken:
         fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
     return run.finish()

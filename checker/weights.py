@@ -21,6 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -68,6 +69,18 @@ class Checkpoint:
 
     def config(self) -> dict:
         return json.loads((self.path / "config.json").read_text())
+
+    def learner_config(self) -> SimpleNamespace:
+        """config.json as an object with GPT-2's attribute names, to construct a learner's modules.
+
+        It is not the learner's GPT2Config, so a step's check does not depend on step 01.
+        """
+        c = self.config()
+        return SimpleNamespace(
+            vocab_size=c["vocab_size"], n_positions=c["n_positions"], n_embd=c["n_embd"],
+            n_layer=c["n_layer"], n_head=c["n_head"], n_inner=c.get("n_inner") or 4 * c["n_embd"],
+            layer_norm_epsilon=c["layer_norm_epsilon"],
+        )
 
     def tensors(self, names: list[str]) -> dict[str, np.ndarray]:
         """The named tensors, as float32 numpy arrays in the checkpoint's layout."""

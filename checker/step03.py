@@ -1,0 +1,71 @@
+"""Step 03: the learner's LayerNorm against Hugging Face's `h[0].ln_1`.
+
+Parts: construction (weight and bias of shape [C] that GPT-2's ln_1 loads
+into), forward on the block's real input, and forward on the same input
+scaled by 1e-3, where the variance is small enough for epsilon to matter.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from checker import gpt2_np as ref
+from checker.compare import ATOL, Mistake
+from checker.learner import LearnerError
+from checker.loading import hf_state, load_module
+from checker.reference import LAYER, TINY, activations, token_ids
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun, tensor
+from checker.weights import Checkpoint
+
+CLASS = "LayerNorm"
+AXES = ("sequences", "positions", "")
+
+MISTAKES = [
+    Mistake("ln-unbiased-variance", "the variance divides by n - 1 (unbiased) instead of n",
+            "LayerNorm uses the plain mean of squared deviations", partial(ref.layer_norm, ddof=1)),
+    Mistake("ln-eps-outside-sqrt", "epsilon was added after the square root",
+            "epsilon goes inside: sqrt(var + eps)", partial(ref.layer_norm, eps_outside=True)),
+    Mistake("ln-no-eps", "epsilon is missing (or far too small)", "divide by sqrt(var + eps), with eps = 1e-5",
+            lambda x, w, b, eps: ref.layer_norm(x, w, b, 0.0)),
+    Mistake("ln-no-affine", "weight and bias were not applied", "scale by weight, then add bias",
+            partial(ref.layer_norm, affine=False)),
+    Mistake("ln-swapped-affine", "weight and bias are swapped", "y * weight + bias",
+            partial(ref.layer_norm, swap=True)),
+    Mistake("ln-wrong-axis", "normalised over the tokens (axis -2) instead of each token's channels",
+            "each token is normalised on its own: the last axis", partial(ref.layer_norm, axis=-2)),
+]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = checkpoint.config()
+    C, eps = config["n_embd"], config["layer_norm_epsilon"]
+    state = hf_state(checkpoint, f"transformer.h.{LAYER}.ln_1.", ["weight", "bias"])
+    run = StepRun("03", CLASS, path, checkpoint,
+                  f"h[{LAYER}]'s input (wte + wpe) for {inputs}; float32, tolerance {ATOL:.0e}",
+                  ["construction", "forward", "forward, tiny inputs"], timeout=timeout)
+    step = run.import_step()
+    cls = step and run.need(step, CLASS)
+    if cls is None:
+        return run.finish(f"needs {CLASS}")
+    try:
+        module = load_module(run, lambda: cls(C, eps), state)
+        run.add(Part("construction", PASS, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{LAYER}].ln_1 loaded"))
+    except LearnerError as e:
+        run.add(Part.from_error("construction", e))
+        run.todo_only(["forward", "forward, tiny inputs"], lambda: cls(C, eps).forward(tensor(refs["h0_in"])))
+        return run.finish("needs construction to pass (the weights must load)")
+    args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
+    run.run_part("forward", module.forward, (refs["h0_in"],), refs["ln_1"], AXES, MISTAKES, args)
+    run.run_part("forward, tiny inputs", module.forward, (refs["h0_in"] * TINY,), refs["ln_1_tiny"], AXES,
+                 MISTAKES, args)
+    return run.finish()

@@ -1,0 +1,65 @@
+"""Step 04: the learner's GPT2MLP against Hugging Face's `h[0].mlp`, on its real input (ln_2's output)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from checker import gpt2_np as ref
+from checker.compare import ATOL, Mistake
+from checker.learner import LearnerError
+from checker.loading import hf_state, load_module
+from checker.reference import LAYER, activations, token_ids
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun, tensor
+from checker.weights import Checkpoint
+
+CLASS = "GPT2MLP"
+AXES = ("sequences", "positions", "")
+NAMES = ["c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"]
+
+MISTAKES = [
+    Mistake("gelu-exact", "the exact (erf) GELU was used; GPT-2 uses its tanh approximation",
+            "F.gelu takes an `approximate` argument", partial(ref.mlp, act="gelu_exact")),
+    Mistake("relu", "ReLU was used instead of GELU", "GPT-2's activation is GELU (tanh approximation)",
+            partial(ref.mlp, act="relu")),
+    Mistake("no-activation", "there is no activation between c_fc and c_proj",
+            "without a non-linearity the two layers collapse into one", partial(ref.mlp, act="none")),
+    Mistake("mlp-no-c-proj", "c_proj was not applied: the output is the 3072-wide hidden layer",
+            "finish with self.c_proj(...)", partial(ref.mlp, c_proj=False)),
+    Mistake("mlp-no-fc-bias", "c_fc's bias was not added", "call the layer, self.c_fc(x), which adds it",
+            partial(ref.mlp, fc_bias=False)),
+    Mistake("mlp-no-proj-bias", "c_proj's bias was not added", "call the layer, self.c_proj(x), which adds it",
+            partial(ref.mlp, proj_bias=False)),
+]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = checkpoint.learner_config()
+    C, I = config.n_embd, config.n_inner
+    state = hf_state(checkpoint, f"transformer.h.{LAYER}.mlp.", NAMES)
+    run = StepRun("04", CLASS, path, checkpoint,
+                  f"h[{LAYER}].ln_2 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  ["construction", "forward"], timeout=timeout)
+    step = run.import_step()
+    cls = step and run.need(step, CLASS)
+    if cls is None:
+        return run.finish(f"needs {CLASS}")
+    try:
+        module = load_module(run, lambda: cls(config), state)
+        run.add(Part("construction", PASS,
+                     f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{LAYER}].mlp loaded"))
+    except LearnerError as e:
+        run.add(Part.from_error("construction", e))
+        run.todo_only(["forward"], lambda: cls(config).forward(tensor(refs["ln_2"])))
+        return run.finish("needs construction to pass (the weights must load)")
+    # Mistakes are computed from Hugging Face's Conv1D layout, [in, out].
+    p = {n.replace(".", "_"): (v.T if n.endswith("weight") else v).astype("float64") for n, v in state.items()}
+    run.run_part("forward", module.forward, (refs["ln_2"],), refs["mlp"], AXES, MISTAKES, (p,))
+    return run.finish()
