@@ -40,7 +40,7 @@ def _walk(module, path: str):
     return obj
 
 
-def _problem(module, name: str, want: tuple, params: dict) -> tuple[str, bool] | None:
+def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[str, bool] | None:
     """What is wrong with parameter `name`, and whether it is a TODO; None if nothing."""
     if name in params:
         got = params[name]
@@ -59,9 +59,13 @@ def _problem(module, name: str, want: tuple, params: dict) -> tuple[str, bool] |
     value = getattr(owner, leaf, _MISSING)
     if value is None:
         return f"self.{name} is still None: create it in __init__", True
+    if value is _MISSING:
+        others = [f"{n} {list(params[n])}" for n in params if n not in expected and n.rpartition(".")[0] == owner_path]
+        holds = f" (it holds {', '.join(others)})" if others else ""
+        return f"no parameter {name}{holds}: name it as GPT-2's checkpoint does", False
     if leaf == "bias":
-        return f"{owner_path or 'the module'} has no bias: GPT-2's has one (bias=True)", False
-    return f"no parameter {name}: name it as GPT-2's checkpoint does", False
+        return f"{owner_path} has no bias: GPT-2's has one (bias=True)", False
+    return f"{name} is not a tensor parameter", False
 
 
 def load_module(run, build, state: dict[str, np.ndarray]):
@@ -74,7 +78,7 @@ def load_module(run, build, state: dict[str, np.ndarray]):
     if not isinstance(module, Module):
         raise LearnerError(f"{type(module).__name__} is not a max.experimental.nn.Module: subclass Module")
     params = {name: tuple(int(d) for d in t.shape) for name, t in module.parameters}
-    found = [p for n, v in state.items() if (p := _problem(module, n, tuple(v.shape), params))]
+    found = [p for n, v in state.items() if (p := _problem(module, n, tuple(v.shape), params, state))]
     if found:
         messages = list(dict.fromkeys(m for m, _ in found))
         raise LearnerError("; ".join(messages), todo=all(todo for _, todo in found))

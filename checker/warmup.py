@@ -26,6 +26,8 @@ from pathlib import Path
 # Ops per step, grouped so that the two workers take about the same time
 # (measured compile times on a 2-core CPU in comments).
 GROUPS = {
+    "03": (("mean", "sqrt", "div"), ("sub", "mul", "add")),
+    "04": (("matmul",), ("add", "gelu")),
     "07": (
         ("matmul", "band_part", "transpose", "broadcast_to"),  # 73 + 42 + 19 + 18 s
         ("add", "div", "mul", "split", "softmax"),  # 30 + 33 + 30 + 25 + 36 s
@@ -51,6 +53,10 @@ def _run_op(name: str) -> None:
         "mul": lambda: a * 2.0,
         "split": lambda: F.split(a, [1, 1], axis=-1)[0],
         "softmax": lambda: F.softmax(a, axis=-1),
+        "mean": lambda: a.mean(axis=-1),
+        "sub": lambda: a - a,
+        "sqrt": lambda: F.sqrt(a),
+        "gelu": lambda: F.gelu(a, approximate="tanh"),
     }[name]
     np.from_dlpack(op())
 

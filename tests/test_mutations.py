@@ -1,0 +1,90 @@
+"""Steps 03 onwards: each solution passes, each skeleton is TODO in every part,
+each correct variant passes, and each injected mistake fails its part and is
+named. Step 07, 01 and 02 have their own files."""
+
+from pathlib import Path
+
+import pytest
+
+from checker import step03, step04
+from checker.paths import REPO
+from checker.report import FAIL, PASS, TODO
+from tests.conftest import mutate, solution_source
+
+CHECKS = {"03": step03, "04": step04}
+VARIANTS = Path(__file__).parent / "variants"
+
+# step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
+MUTATIONS = {
+    "03": [
+        ("ln-unbiased-variance", "forward", "var = (centered * centered).mean(axis=-1)",
+         "var = (centered * centered).sum(axis=-1) / (int(x.shape[-1]) - 1)"),
+        ("ln-eps-outside-sqrt", "forward", "F.sqrt(var + self.eps)", "(F.sqrt(var) + self.eps)"),
+        ("ln-no-eps", "forward", "F.sqrt(var + self.eps)", "F.sqrt(var)"),
+        ("ln-no-affine", "forward", " * self.weight + self.bias\n", "\n"),
+        ("ln-swapped-affine", "forward", " * self.weight + self.bias\n", " * self.bias + self.weight\n"),
+        ("ln-wrong-axis", "forward", "mean = x.mean(axis=-1)  # [..., 1]: reductions keep the axis\n"
+         "        centered = x - mean\n        var = (centered * centered).mean(axis=-1)",
+         "mean = x.mean(axis=-2)\n        centered = x - mean\n        var = (centered * centered).mean(axis=-2)"),
+    ],
+    "04": [
+        ("gelu-exact", "forward", 'approximate="tanh"', 'approximate="none"'),
+        ("relu", "forward", 'F.gelu(hidden_states, approximate="tanh")', "F.relu(hidden_states)"),
+        ("no-activation", "forward", 'F.gelu(hidden_states, approximate="tanh")', "hidden_states"),
+        ("mlp-no-c-proj", "forward", "return self.c_proj(hidden_states)  # [B, T, C]", "return hidden_states"),
+        ("mlp-no-fc-bias", "forward", "hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]",
+         "hidden_states = hidden_states @ self.c_fc.weight.T"),
+    ],
+}
+
+# step -> [(text in the solution, replacement, words the construction failure must contain)]
+CONSTRUCTION = {
+    "03": [("self.bias = Tensor.zeros([dim])  # beta, [C]", "self.beta = Tensor.zeros([dim])", "no parameter bias")],
+    "04": [
+        ("Linear(config.n_embd, config.n_inner, bias=True)", "Linear(config.n_inner, config.n_embd, bias=True)",
+         "arguments look swapped"),
+        ("Linear(config.n_inner, config.n_embd, bias=True)", "Linear(config.n_inner, config.n_embd, bias=False)",
+         "c_proj has no bias"),
+    ],
+}
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_solution_passes(checkpoint, step):
+    report = CHECKS[step].check(REPO / "solutions" / f"solution_{step}.py", checkpoint)
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_skeleton_is_todo_in_every_part(checkpoint, step):
+    report = CHECKS[step].check(REPO / "steps" / f"step_{step}.py", checkpoint)
+    assert [p.status for p in report.parts] == [TODO] * len(report.parts), report.render()
+    assert "Traceback" not in report.render()
+
+
+@pytest.mark.parametrize("variant", sorted(p.name for p in VARIANTS.glob("step0[3-6]_*.py")))
+def test_correct_variant_passes(checkpoint, variant):
+    report = CHECKS[variant[4:6]].check(VARIANTS / variant, checkpoint)
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize(
+    "step, mistake, part, old, new",
+    [(step, *m) for step, ms in MUTATIONS.items() for m in ms],
+    ids=[m[0] for ms in MUTATIONS.values() for m in ms],
+)
+def test_injected_mistake_fails_and_is_named(checkpoint, write_step, step, mistake, part, old, new):
+    path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
+    report = CHECKS[step].check(path, checkpoint)
+    failing = [p for p in report.parts if p.status != PASS]
+    assert failing and failing[0].name == part, report.render()
+    assert failing[0].mistake is not None and failing[0].mistake.id == mistake, report.render()
+
+
+@pytest.mark.parametrize(
+    "step, old, new, says", [(step, *c) for step, cs in CONSTRUCTION.items() for c in cs]
+)
+def test_construction_mistake_is_explained(checkpoint, write_step, step, old, new, says):
+    path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
+    report = CHECKS[step].check(path, checkpoint)
+    assert report.parts[0].status == FAIL and says in report.parts[0].summary, report.render()
