@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-STEPS = {"01": "checker.step01", "02": "checker.step02", "03": "checker.step03", "04": "checker.step04", "07": "checker.step07"}
+STEPS = {"01": "checker.step01", "02": "checker.step02", "03": "checker.step03", "04": "checker.step04", "05": "checker.step05", "06": "checker.step06", "07": "checker.step07"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,8 +47,11 @@ def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[st
         if got == want:
             return None
         if len(want) == 2 and got == want[::-1]:
-            return (f"{name} is {list(got)}, expected {list(want)}: Linear(in_dim, out_dim) stores its weight "
-                    "as [out, in]; the arguments look swapped", False)
+            from max.experimental.nn import Linear
+
+            why = ("Linear(in_dim, out_dim) stores its weight as [out, in]; the arguments look swapped"
+                   if isinstance(_walk(module, name.rpartition(".")[0]), Linear) else "its two axes are swapped")
+            return f"{name} is {list(got)}, expected {list(want)}: {why}", False
         return f"{name} is {list(got)}, expected {list(want)}", False
     owner_path, _, leaf = name.rpartition(".")
     owner = _walk(module, owner_path)

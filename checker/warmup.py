@@ -28,6 +28,7 @@ from pathlib import Path
 GROUPS = {
     "03": (("mean", "sqrt", "div"), ("sub", "mul", "add")),
     "04": (("matmul",), ("add", "gelu")),
+    "05": (("gather",),),
     "07": (
         ("matmul", "band_part", "transpose", "broadcast_to"),  # 73 + 42 + 19 + 18 s
         ("add", "div", "mul", "split", "softmax"),  # 30 + 33 + 30 + 25 + 36 s
@@ -53,6 +54,7 @@ def _run_op(name: str) -> None:
         "mul": lambda: a * 2.0,
         "split": lambda: F.split(a, [1, 1], axis=-1)[0],
         "softmax": lambda: F.softmax(a, axis=-1),
+        "gather": lambda: F.gather(a, Tensor.from_dlpack(np.zeros((2, 2), dtype=np.int64)), axis=0),
         "mean": lambda: a.mean(axis=-1),
         "sub": lambda: a - a,
         "sqrt": lambda: F.sqrt(a),

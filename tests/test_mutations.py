@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from checker import step03, step04
+from checker import step03, step04, step05, step06
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
 from tests.conftest import mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06}
 VARIANTS = Path(__file__).parent / "variants"
 
 # step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
@@ -35,6 +35,18 @@ MUTATIONS = {
         ("mlp-no-fc-bias", "forward", "hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]",
          "hidden_states = hidden_states @ self.c_fc.weight.T"),
     ],
+    "05": [
+        ("embedding-scaled", "forward", "return F.gather(self.weight, input_ids, axis=0)",
+         "return F.gather(self.weight, input_ids, axis=0) * (768 ** 0.5)"),
+        ("embedding-off-by-one", "forward", "F.gather(self.weight, input_ids, axis=0)",
+         "F.gather(self.weight, input_ids + 1, axis=0)"),
+    ],
+    "06": [
+        ("positions-ignore-past", "after 5 cached tokens", "Tensor.arange(past_length, past_length + seq_len,",
+         "Tensor.arange(0, seq_len,"),
+        ("positions-off-by-one", "positions 0..9", "Tensor.arange(past_length, past_length + seq_len,",
+         "Tensor.arange(past_length + 1, past_length + seq_len + 1,"),
+    ],
 }
 
 # step -> [(text in the solution, replacement, words the construction failure must contain)]
@@ -46,6 +58,10 @@ CONSTRUCTION = {
         ("Linear(config.n_inner, config.n_embd, bias=True)", "Linear(config.n_inner, config.n_embd, bias=False)",
          "c_proj has no bias"),
     ],
+    "05": [("Tensor.zeros([config.vocab_size, config.n_embd])", "Tensor.zeros([config.n_embd, config.vocab_size])",
+            "its two axes are swapped")],
+    "06": [("self.weight = Tensor.zeros([config.n_positions", "self.table = Tensor.zeros([config.n_positions",
+            "no parameter weight (it holds table [1024, 768])")],
 }
 
 

@@ -1,0 +1,66 @@
+"""Step 05: the learner's token embedding against Hugging Face's `wte` on the check's token ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from checker.compare import ATOL, Mistake
+from checker.learner import LearnerError
+from checker.loading import hf_state, load_module
+from checker.reference import activations, token_ids
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun
+from checker.weights import Checkpoint
+
+TOKEN_MISTAKES = [
+    Mistake("embedding-scaled", "the embeddings were multiplied by sqrt(n_embd), as in 'Attention is all you need'",
+            "GPT-2 uses the table's rows as they are", lambda table, ids: table[ids] * np.sqrt(table.shape[1])),
+    Mistake("embedding-off-by-one", "each token got the row after its own", "row i belongs to token id i",
+            lambda table, ids: table[np.minimum(ids + 1, len(table) - 1)]),
+]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def load_table(run: StepRun, cls, config, name: str, state, try_forward) -> object | None:
+    """The learner's embedding module with GPT-2's table loaded, or None after finishing the report."""
+    try:
+        module = load_module(run, lambda: cls(config), state)
+        rows, cols = state["weight"].shape
+        run.add(Part("construction", PASS, f"weight [{rows}, {cols}]; GPT-2's transformer.{name} loaded"))
+        return module
+    except LearnerError as e:
+        run.add(Part.from_error("construction", e))
+        run.todo_only(run.names[1:], lambda: try_forward(cls(config)))
+        run.finish("needs construction to pass (the weights must load)")
+        return None
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = checkpoint.learner_config()
+    state = hf_state(checkpoint, "transformer.wte.", ["weight"])
+    run = StepRun("05", "GPT2TokenEmbedding", path, checkpoint, f"{inputs}; float32, tolerance {ATOL:.0e}",
+                  ["construction", "forward"], timeout=timeout)
+    cls = (step := run.import_step()) and run.need(step, "GPT2TokenEmbedding")
+    if cls is None:
+        return run.finish("needs GPT2TokenEmbedding")
+    ids = refs["ids"]
+    module = load_table(run, cls, config, "wte", state, lambda m: m.forward(_ids(ids)))
+    if module is None:
+        return run.report
+    run.run_part("forward", lambda: module.forward(_ids(ids)), (), refs["wte"], ("sequences", "positions", ""),
+                 TOKEN_MISTAKES, (state["weight"].astype(np.float64), ids))
+    return run.finish()
+
+
+def _ids(ids: np.ndarray):
+    from max.experimental.tensor import Tensor
+
+    return Tensor.from_dlpack(np.ascontiguousarray(ids, dtype=np.int64))
+

@@ -1,0 +1,54 @@
+"""Step 06: the learner's position embedding against Hugging Face's `wpe`, with and without cached tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from checker.compare import ATOL, Mistake
+from checker.loading import hf_state
+from checker.reference import OFFSET, activations
+from checker.report import Report
+from checker.runner import StepRun
+from checker.step05 import load_table
+from checker.weights import Checkpoint
+
+
+def _positions_mistakes(T: int, past: int) -> list[Mistake]:
+    return [
+        Mistake("positions-ignore-past", "the positions start at 0 even after cached tokens",
+                "with past_length cached tokens, the first new token is at position past_length",
+                lambda table: table[np.arange(T)]),
+        Mistake("positions-off-by-one", "the positions start one too late (at past_length + 1)",
+                "positions count from 0", lambda table: table[np.arange(past + 1, past + T + 1)]),
+        Mistake("embedding-scaled", "the embeddings were multiplied by sqrt(n_embd)",
+                "GPT-2 uses the table's rows as they are",
+                lambda table: table[np.arange(past, past + T)] * np.sqrt(table.shape[1])),
+    ]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    config = checkpoint.learner_config()
+    T = refs["ids"].shape[1]
+    state = hf_state(checkpoint, "transformer.wpe.", ["weight"])
+    parts = {f"positions 0..{T - 1}": (0, refs["wpe"]), f"after {OFFSET} cached tokens": (OFFSET, refs["wpe_offset"])}
+    run = StepRun("06", "GPT2PositionEmbedding", path, checkpoint,
+                  f"forward(seq_len={T}, past_length=0 and {OFFSET}); float32, tolerance {ATOL:.0e}",
+                  ["construction", *parts], timeout=timeout)
+    cls = (step := run.import_step()) and run.need(step, "GPT2PositionEmbedding")
+    if cls is None:
+        return run.finish("needs GPT2PositionEmbedding")
+    module = load_table(run, cls, config, "wpe", state, lambda m: m.forward(T, 0))
+    if module is None:
+        return run.report
+    table = state["weight"].astype(np.float64)
+    for name, (past, want) in parts.items():
+        run.run_part(name, lambda past=past: module.forward(T, past), (), want, ("positions", ""),
+                     _positions_mistakes(T, past), (table,), what="forward")
+    return run.finish()
