@@ -12,13 +12,11 @@ itself could not run (for example, unreadable weights).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time
 from pathlib import Path
 
-STEPS = {"01": "checker.step01", "02": "checker.step02", "03": "checker.step03", "04": "checker.step04", "05": "checker.step05", "06": "checker.step06", "07": "checker.step07"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     step = args.step.zfill(2)
-    if step not in STEPS:
-        parser.error(f"no check for step {step} yet (have: {', '.join(sorted(STEPS))})")
+    from checker.registry import CHECKS, check_module
+
+    if step not in CHECKS:
+        parser.error(f"no check for step {step} yet (have: {', '.join(sorted(CHECKS))})")
 
     from checker import paths, warmup
     from checker.report import use_color
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         workers = warmup.start(step)  # compiles in the background while references load
         checkpoint = find_checkpoint()
-        module = importlib.import_module(STEPS[step])
+        module = check_module(step)
         module.prepare(checkpoint)
         warmup.finish(step, workers)
         warmup.announce_compiles()

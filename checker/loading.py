@@ -31,13 +31,15 @@ def hf_state(checkpoint: Checkpoint, prefix: str, names: list[str]) -> dict[str,
     return state
 
 
-def _walk(module, path: str):
-    obj = module
+def _walk(module, path: str) -> tuple[object, str]:
+    """The object at dotted `path` below `module`, or _MISSING/None and the path where the walk stopped."""
+    obj, walked = module, []
     for part in filter(None, path.split(".")):
+        walked.append(part)
         obj = obj[int(part)] if part.isdigit() and hasattr(obj, "__getitem__") else getattr(obj, part, _MISSING)
         if obj is _MISSING or obj is None:
-            return obj
-    return obj
+            break
+    return obj, ".".join(walked)
 
 
 def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[str, bool] | None:
@@ -50,15 +52,15 @@ def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[st
             from max.experimental.nn import Linear
 
             why = ("Linear(in_dim, out_dim) stores its weight as [out, in]; the arguments look swapped"
-                   if isinstance(_walk(module, name.rpartition(".")[0]), Linear) else "its two axes are swapped")
+                   if isinstance(_walk(module, name.rpartition(".")[0])[0], Linear) else "its two axes are swapped")
             return f"{name} is {list(got)}, expected {list(want)}: {why}", False
         return f"{name} is {list(got)}, expected {list(want)}", False
     owner_path, _, leaf = name.rpartition(".")
-    owner = _walk(module, owner_path)
+    owner, stopped = _walk(module, owner_path)
     if owner is _MISSING:
-        return f"no self.{owner_path}: name it as GPT-2's checkpoint does ({name})", False
+        return f"no self.{stopped}: name it as GPT-2's checkpoint does ({name})", False
     if owner is None:
-        return f"self.{owner_path} is still None: create it in __init__", True
+        return f"self.{stopped} is still None: create it in __init__", True
     value = getattr(owner, leaf, _MISSING)
     if value is None:
         return f"self.{name} is still None: create it in __init__", True

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from checker import step03, step04, step05, step06
+from checker import step03, step04, step05, step06, step08, step09
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
 from tests.conftest import mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09}
 VARIANTS = Path(__file__).parent / "variants"
 
 # step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
@@ -47,6 +47,27 @@ MUTATIONS = {
         ("positions-off-by-one", "positions 0..9", "Tensor.arange(past_length, past_length + seq_len,",
          "Tensor.arange(past_length + 1, past_length + seq_len + 1,"),
     ],
+    "08": [
+        ("residual-no-residual", "attention half", "return residual + sublayer(ln(hidden_states))",
+         "return sublayer(ln(hidden_states))"),
+        ("residual-normed-residual", "attention half", "residual = hidden_states", "residual = ln(hidden_states)"),
+        ("residual-post-norm", "attention half", "return residual + sublayer(ln(hidden_states))",
+         "return ln(residual + sublayer(hidden_states))"),
+        ("residual-no-norm", "attention half", "return residual + sublayer(ln(hidden_states))",
+         "return residual + sublayer(hidden_states)"),
+    ],
+    "09": [
+        ("block-ln-swapped", "forward", "self.ln_1, self.attn)\n        return residual_step(hidden_states, self.ln_2,",
+         "self.ln_2, self.attn)\n        return residual_step(hidden_states, self.ln_1,"),
+        ("block-mlp-first", "forward", "hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
+         "        return residual_step(hidden_states, self.ln_2, self.mlp)",
+         "hidden_states = residual_step(hidden_states, self.ln_2, self.mlp)\n"
+         "        return residual_step(hidden_states, self.ln_1, self.attn)"),
+        ("block-no-mlp", "forward", "return residual_step(hidden_states, self.ln_2, self.mlp)", "return hidden_states"),
+        ("block-parallel", "forward", "hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
+         "        return residual_step(hidden_states, self.ln_2, self.mlp)",
+         "return residual_step(hidden_states, self.ln_1, self.attn) + self.mlp(self.ln_2(hidden_states))"),
+    ],
 }
 
 # step -> [(text in the solution, replacement, words the construction failure must contain)]
@@ -74,8 +95,17 @@ def test_solution_passes(checkpoint, step):
 @pytest.mark.parametrize("step", CHECKS)
 def test_skeleton_is_todo_in_every_part(checkpoint, step):
     report = CHECKS[step].check(REPO / "steps" / f"step_{step}.py", checkpoint)
-    assert [p.status for p in report.parts] == [TODO] * len(report.parts), report.render()
+    own = [p for p in report.parts if p.name != "earlier steps"]
+    assert [p.status for p in own] == [TODO] * len(own), report.render()
     assert "Traceback" not in report.render()
+
+
+def test_block_names_the_earlier_step_to_fix_first(checkpoint):
+    """The skeleton of step 09 uses the skeletons of 01-08: the check says to start with 01."""
+    report = step09.check(REPO / "steps" / "step_09.py", checkpoint)
+    earlier = report.part("earlier steps")
+    assert earlier.status == FAIL and "01 FAILS" in earlier.summary
+    assert earlier.details == ["fix step 01 first: pixi run s01 (or python -m checker 01)"]
 
 
 @pytest.mark.parametrize("variant", sorted(p.name for p in VARIANTS.glob("step0[3-6]_*.py")))

@@ -1,0 +1,54 @@
+"""The learner's earlier steps that a step file uses, and their verdicts.
+
+A step like 09 builds on the learner's own steps 03, 04, 07 and 08. When its
+output is wrong, the most useful thing to say first is which of those fails
+its own check. The dependencies are read from what the checked module
+actually imported (`steps.step_NN` or `solutions.solution_NN`), followed
+transitively, so a learner who wrote a step differently is judged on what
+their code uses.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from checker.registry import CHECKS, check_module
+from checker.report import FAIL, PASS, Part
+
+_STEP = re.compile(r"^(?:steps\.step|solutions\.solution)_(\d\d)$")
+
+
+def used_steps(module: ModuleType) -> dict[str, Path]:
+    """{'03': path, ...}: the course steps `module` uses, directly or through each other."""
+    found: dict[str, Path] = {}
+    todo = [module]
+    while todo:
+        mod = todo.pop()
+        for value in vars(mod).values():
+            name = getattr(value, "__module__", None) or (value.__name__ if isinstance(value, ModuleType) else None)
+            m = _STEP.match(name or "")
+            if m and m.group(1) not in found and name in sys.modules:
+                found[m.group(1)] = Path(sys.modules[name].__file__)
+                todo.append(sys.modules[name])
+    return dict(sorted(found.items()))
+
+
+def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Part:
+    """One part: PASS if every used step with a check passes it; else which to fix first."""
+    verdicts = {}
+    for step, path in used_steps(module).items():
+        if step in CHECKS:
+            report = check_module(step).check(path, checkpoint, timeout=timeout)
+            verdicts[step] = report.ok
+    if not verdicts:
+        return Part("earlier steps", PASS, "uses none of the course's earlier steps")
+    failing = [s for s, ok in verdicts.items() if not ok]
+    listing = ", ".join(f"{s} {'ok' if ok else 'FAILS'}" for s, ok in verdicts.items())
+    if not failing:
+        return Part("earlier steps", PASS, f"the steps this one uses pass their checks: {listing}")
+    first = failing[0]
+    return Part("earlier steps", FAIL, listing,
+                [f"fix step {first} first: pixi run s{first} (or python -m checker {first})"])

@@ -1,0 +1,67 @@
+"""Step 08: the learner's residual_step, around the reference ln_1 + attention and ln_2 + MLP.
+
+The LayerNorms and sub-layers passed in are the course's solutions loaded with
+GPT-2's block weights, so this step is checked on its own, whatever the state
+of steps 03, 04 and 07.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from checker.block_np import WIRING_MISTAKES, Block, half
+from checker.compare import ATOL, Mistake
+from checker.loading import hf_state, load_module
+from checker.reference import LAYER, activations, token_ids
+from checker.report import Report
+from checker.runner import StepRun
+from checker.weights import Checkpoint
+
+AXES = ("sequences", "positions", "")
+
+
+def reference_modules(checkpoint: Checkpoint, run: StepRun) -> dict[str, object]:
+    """The solutions' ln_1, attn, ln_2 and mlp, loaded with block LAYER's weights."""
+    from solutions.solution_03 import LayerNorm
+    from solutions.solution_04 import GPT2MLP
+    from solutions.solution_07 import GPT2MultiHeadAttention
+
+    config = checkpoint.learner_config()
+    prefix = f"transformer.h.{LAYER}."
+    build = {
+        "ln_1": (lambda: LayerNorm(config.n_embd, config.layer_norm_epsilon), ["weight", "bias"]),
+        "ln_2": (lambda: LayerNorm(config.n_embd, config.layer_norm_epsilon), ["weight", "bias"]),
+        "attn": (lambda: GPT2MultiHeadAttention(config), ["c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"]),
+        "mlp": (lambda: GPT2MLP(config), ["c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"]),
+    }
+    return {name: load_module(run, make, hf_state(checkpoint, f"{prefix}{name}.", names))
+            for name, (make, names) in build.items()}
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    run = StepRun("08", "residual_step", path, checkpoint,
+                  f"h[{LAYER}]'s input for {inputs}, with the course's own LayerNorm, attention and MLP "
+                  f"loaded with GPT-2 h[{LAYER}]; float32, tolerance {ATOL:.0e}",
+                  ["attention half", "MLP half"], timeout=timeout)
+    fn = (step := run.import_step()) and run.need(step, "residual_step")
+    if fn is None:
+        return run.finish("needs residual_step")
+    modules = reference_modules(checkpoint, run)
+    block = Block(checkpoint, LAYER)
+    halves = {
+        "attention half": (refs["h0_in"], modules["ln_1"], modules["attn"], refs["ln_2_in"], block.ln_1, block.attn),
+        "MLP half": (refs["ln_2_in"], modules["ln_2"], modules["mlp"], refs["h0_out"], block.ln_2, block.mlp),
+    }
+    for name, (x, ln, sublayer, want, ln_np, sub_np) in halves.items():
+        mistakes = [Mistake(f"residual-{w}", says, hint, partial(half, ln=ln_np, sublayer=sub_np, wiring=w))
+                    for w, (says, hint) in WIRING_MISTAKES.items()]
+        run.run_part(name, lambda x, ln=ln, sublayer=sublayer: fn(x, ln, sublayer), (x,), want, AXES, mistakes,
+                     what="residual_step")
+    return run.finish()

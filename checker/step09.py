@@ -1,0 +1,74 @@
+"""Step 09: the learner's GPT2Block against Hugging Face's `transformer.h[0]`.
+
+Parts: the learner's earlier steps that the block uses (their own checks),
+construction (every `h.0.*` weight loads by name), and forward on the block's
+real input.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from checker.block_np import NAMES, WIRING_MISTAKES, Block, half
+from checker.compare import ATOL, Mistake
+from checker.deps import earlier_steps_part
+from checker.learner import LearnerError
+from checker.loading import hf_state, load_module
+from checker.reference import LAYER, activations, token_ids
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun, tensor
+from checker.weights import Checkpoint
+
+CLASS = "GPT2Block"
+AXES = ("sequences", "positions", "")
+
+
+def block_mistakes(b: Block) -> list[Mistake]:
+    """Wiring mistakes of a whole block, as functions of its input."""
+    def both(x, wiring):
+        return half(half(x, b.ln_1, b.attn, wiring=wiring), b.ln_2, b.mlp, wiring=wiring)
+
+    return [
+        *(Mistake(f"residual-{w}", says, hint, partial(both, wiring=w)) for w, (says, hint) in WIRING_MISTAKES.items()),
+        Mistake("block-ln-swapped", "ln_2 was used before the attention and ln_1 before the MLP",
+                "ln_1 goes with attn, ln_2 with mlp", lambda x: half(half(x, b.ln_2, b.attn), b.ln_1, b.mlp)),
+        Mistake("block-mlp-first", "the MLP ran before the attention", "attention first, then the MLP",
+                lambda x: half(half(x, b.ln_2, b.mlp), b.ln_1, b.attn)),
+        Mistake("block-no-mlp", "the MLP half is missing", "the block ends with x + mlp(ln_2(x))",
+                lambda x: half(x, b.ln_1, b.attn)),
+        Mistake("block-parallel", "attention and MLP both read the block's input (in parallel)",
+                "the MLP reads the stream after the attention was added",
+                lambda x: x + b.attn(b.ln_1(x)) + b.mlp(b.ln_2(x))),
+    ]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = checkpoint.learner_config()
+    run = StepRun("09", CLASS, path, checkpoint,
+                  f"h[{LAYER}]'s input for {inputs}; float32, tolerance {ATOL:.0e}",
+                  ["earlier steps", "construction", "forward"], timeout=timeout)
+    step = run.import_step()
+    cls = step and run.need(step, CLASS)
+    if cls is None:
+        return run.finish(f"needs {CLASS}")
+    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    state = hf_state(checkpoint, f"transformer.h.{LAYER}.", NAMES)
+    try:
+        module = load_module(run, lambda: cls(config), state)
+        run.add(Part("construction", PASS, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{LAYER} loaded"))
+    except LearnerError as e:
+        run.add(Part.from_error("construction", e))
+        run.todo_only(["forward"], lambda: cls(config).forward(tensor(refs["h0_in"])))
+        return run.finish("needs construction to pass (the weights must load)")
+    fwd = run.run_part("forward", module.forward, (refs["h0_in"],), refs["h0_out"], AXES,
+                       block_mistakes(Block(checkpoint, LAYER)))
+    if fwd.status != PASS and run.report.parts[0].status != PASS:
+        fwd.details += run.report.parts[0].details
+    return run.finish()
