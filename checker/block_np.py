@@ -67,3 +67,25 @@ WIRING_MISTAKES = {
                   "GPT-2 normalises the sub-layer's input, not the sum"),
     "no-norm": ("the sub-layer got the stream without ln", "run the sub-layer on ln(stream)"),
 }
+
+
+class Model:
+    """The whole GPT-2 body of `checkpoint` in numpy, for the mistakes of steps 10 and 11."""
+
+    def __init__(self, checkpoint: Checkpoint):
+        config = checkpoint.learner_config()
+        t = checkpoint.tensors(["transformer.wte.weight", "transformer.wpe.weight",
+                                "transformer.ln_f.weight", "transformer.ln_f.bias"])
+        self.wte, self.wpe = t["transformer.wte.weight"], t["transformer.wpe.weight"]
+        self.ln_f_w, self.ln_f_b = t["transformer.ln_f.weight"], t["transformer.ln_f.bias"]
+        self.eps = config.layer_norm_epsilon
+        self.blocks = [Block(checkpoint, i) for i in range(config.n_layer)]
+
+    def hidden(self, ids, *, positions=True, scale=1.0, order=None, ln_f=True):
+        """[B, T] -> [B, T, C]; the switches make the mistakes (order: block indices to run)."""
+        T = ids.shape[1]
+        x = self.wte[ids].astype(np.float64) * scale + (self.wpe[:T] if positions else 0)
+        for i in order if order is not None else range(len(self.blocks)):
+            b = self.blocks[i]
+            x = half(half(x, b.ln_1, b.attn), b.ln_2, b.mlp)
+        return gpt2_np.layer_norm(x, self.ln_f_w, self.ln_f_b, self.eps) if ln_f else x

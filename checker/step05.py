@@ -11,7 +11,7 @@ from checker.learner import LearnerError
 from checker.loading import hf_state, load_module
 from checker.reference import activations, token_ids
 from checker.report import PASS, Part, Report
-from checker.runner import StepRun
+from checker.runner import StepRun, int_tensor
 from checker.weights import Checkpoint
 
 TOKEN_MISTAKES = [
@@ -51,16 +51,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if cls is None:
         return run.finish("needs GPT2TokenEmbedding")
     ids = refs["ids"]
-    module = load_table(run, cls, config, "wte", state, lambda m: m.forward(_ids(ids)))
+    module = load_table(run, cls, config, "wte", state, lambda m: m.forward(int_tensor(ids)))
     if module is None:
         return run.report
-    run.run_part("forward", lambda: module.forward(_ids(ids)), (), refs["wte"], ("sequences", "positions", ""),
+    run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["wte"], ("sequences", "positions", ""),
                  TOKEN_MISTAKES, (state["weight"].astype(np.float64), ids))
     return run.finish()
-
-
-def _ids(ids: np.ndarray):
-    from max.experimental.tensor import Tensor
-
-    return Tensor.from_dlpack(np.ascontiguousarray(ids, dtype=np.int64))
 

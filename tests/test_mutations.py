@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from checker import step03, step04, step05, step06, step08, step09
+from checker import step03, step04, step05, step06, step08, step09, step10
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
 from tests.conftest import mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10}
 VARIANTS = Path(__file__).parent / "variants"
 
 # step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
@@ -68,6 +68,12 @@ MUTATIONS = {
          "        return residual_step(hidden_states, self.ln_2, self.mlp)",
          "return residual_step(hidden_states, self.ln_1, self.attn) + self.mlp(self.ln_2(hidden_states))"),
     ],
+    "10": [
+        ("model-no-ln-f", "forward", "return self.ln_f(hidden_states)", "return hidden_states"),
+        ("model-no-positions", "forward", "self.wte(input_ids) + self.wpe(seq_len)", "self.wte(input_ids)"),
+        ("model-one-block", "forward", "for block in self.h:", "for block in list(self.h)[:1]:"),
+        ("model-blocks-reversed", "forward", "for block in self.h:", "for block in reversed(list(self.h)):"),
+    ],
 }
 
 # step -> [(text in the solution, replacement, words the construction failure must contain)]
@@ -81,6 +87,7 @@ CONSTRUCTION = {
     ],
     "05": [("Tensor.zeros([config.vocab_size, config.n_embd])", "Tensor.zeros([config.n_embd, config.vocab_size])",
             "its two axes are swapped")],
+    "10": [("self.h = ModuleList(", "self.blocks = ModuleList(", "no self.h: name it as GPT-2's checkpoint does")],
     "06": [("self.weight = Tensor.zeros([config.n_positions", "self.table = Tensor.zeros([config.n_positions",
             "no parameter weight (it holds table [1024, 768])")],
 }
@@ -101,11 +108,12 @@ def test_skeleton_is_todo_in_every_part(checkpoint, step):
 
 
 def test_block_names_the_earlier_step_to_fix_first(checkpoint):
-    """The skeleton of step 09 uses the skeletons of 01-08: the check says to start with 01."""
-    report = step09.check(REPO / "steps" / "step_09.py", checkpoint)
-    earlier = report.part("earlier steps")
-    assert earlier.status == FAIL and "01 FAILS" in earlier.summary
-    assert earlier.details == ["fix step 01 first: pixi run s01 (or python -m checker 01)"]
+    """The skeletons of steps 09 and 10 use the skeletons of 01-08: the check says to start with 01."""
+    for check, step in ((step09, "09"), (step10, "10")):
+        report = check.check(REPO / "steps" / f"step_{step}.py", checkpoint)
+        earlier = report.part("earlier steps")
+        assert earlier.status == FAIL and "01 FAILS" in earlier.summary
+        assert earlier.details == ["fix step 01 first: pixi run s01 (or python -m checker 01)"]
 
 
 @pytest.mark.parametrize("variant", sorted(p.name for p in VARIANTS.glob("step0[3-6]_*.py")))

@@ -1,0 +1,88 @@
+"""Step 10: the learner's GPT2Model against Hugging Face's last hidden state.
+
+Parts: the learner's earlier steps the model uses, construction (every
+`transformer.*` weight loads by name), and forward on the check's token ids.
+The learner's own blocks run on MAX's eager interpreter: ~1 s per block here.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from checker.block_np import Model
+from checker.compare import ATOL, Mistake
+from checker.deps import earlier_steps_part
+from checker.learner import LearnerError
+from checker.loading import hf_state, load_module
+from checker.reference import activations, token_ids
+from checker.report import PASS, Part, Report
+from checker.runner import StepRun, int_tensor
+from checker.weights import Checkpoint
+
+CLASS = "GPT2Model"
+AXES = ("sequences", "positions", "")
+BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask, saved in some GPT-2 files
+
+
+def body_names(checkpoint: Checkpoint) -> list[str]:
+    """The GPT2Model parameter names in `checkpoint`, without `transformer.` and without buffers."""
+    from safetensors import safe_open
+
+    with safe_open(checkpoint.path / "model.safetensors", framework="np") as f:
+        keys = list(f.keys())
+    names = [k.removeprefix("transformer.") for k in keys if not k.startswith("lm_head.")]
+    return sorted(n for n in names if not n.endswith(BUFFERS))
+
+
+def model_mistakes(checkpoint: Checkpoint, ids: np.ndarray, n_layer: int) -> list[Mistake]:
+    """The model's wiring mistakes; the numpy model is built only if one is needed."""
+    model = functools.cache(lambda: Model(checkpoint))
+    return [
+        Mistake("model-no-ln-f", "ln_f was not applied at the end", "finish with self.ln_f(...)",
+                lambda: model().hidden(ids, ln_f=False)),
+        Mistake("model-no-positions", "the position embeddings were not added",
+                "add self.wpe's [T, C] to the token embeddings", lambda: model().hidden(ids, positions=False)),
+        Mistake("model-embeddings-scaled", "the token embeddings were multiplied by sqrt(n_embd)",
+                "GPT-2 adds the table rows as they are", lambda: model().hidden(ids, scale=np.sqrt(768))),
+        Mistake("model-blocks-reversed", "the blocks ran from h.11 down to h.0", "run h.0 first",
+                lambda: model().hidden(ids, order=range(n_layer - 1, -1, -1))),
+        Mistake("model-one-block", "only the first block ran", "run every block of self.h, in order",
+                lambda: model().hidden(ids, order=[0])),
+        Mistake("model-last-block-only", "each block read the embeddings, not the previous block's output",
+                "feed each block's output to the next", lambda: model().hidden(ids, order=[n_layer - 1])),
+    ]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    _, inputs = token_ids(checkpoint)
+    config = checkpoint.learner_config()
+    run = StepRun("10", CLASS, path, checkpoint, f"{inputs}; float32, tolerance {ATOL:.0e}",
+                  ["earlier steps", "construction", "forward"], timeout=timeout)
+    step = run.import_step()
+    cls = step and run.need(step, CLASS)
+    if cls is None:
+        return run.finish(f"needs {CLASS}")
+    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    state = hf_state(checkpoint, "transformer.", body_names(checkpoint))
+    ids = refs["ids"]
+    try:
+        module = load_module(run, lambda: cls(config), state)
+        run.add(Part("construction", PASS, f"wte, wpe, h.0-h.{config.n_layer - 1}, ln_f: "
+                                           f"{len(state)} of GPT-2's tensors loaded"))
+    except LearnerError as e:
+        run.add(Part.from_error("construction", e))
+        run.todo_only(["forward"], lambda: cls(config).forward(int_tensor(ids)))
+        return run.finish("needs construction to pass (the weights must load)")
+    fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
+                       model_mistakes(checkpoint, ids, config.n_layer))
+    if fwd.status != PASS and run.report.parts[0].status != PASS:
+        fwd.details += run.report.parts[0].details
+    return run.finish()
