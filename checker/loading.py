@@ -58,7 +58,7 @@ def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[st
     owner_path, _, leaf = name.rpartition(".")
     owner, stopped = _walk(module, owner_path)
     if owner is _MISSING:
-        return f"no self.{stopped}: name it as GPT-2's checkpoint does ({name})", False
+        return f"no self.{stopped}: name it as GPT-2's checkpoint does ({stopped}.*)", False
     if owner is None:
         return f"self.{stopped} is still None: create it in __init__", True
     value = getattr(owner, leaf, _MISSING)
@@ -86,7 +86,8 @@ def load_module(run, build, state: dict[str, np.ndarray]):
     found = [p for n, v in state.items() if (p := _problem(module, n, tuple(v.shape), params, state))]
     if found:
         messages = list(dict.fromkeys(m for m, _ in found))
-        raise LearnerError("; ".join(messages), todo=all(todo for _, todo in found))
+        more = f"; and {len(messages) - 4} more like these" if len(messages) > 4 else ""
+        raise LearnerError("; ".join(messages[:4]) + more, todo=all(todo for _, todo in found))
     extra = {name: t for name, t in module.parameters if name not in state}  # e.g. a stored mask
     run.call(module.load_state_dict, {**state, **extra})
     return module

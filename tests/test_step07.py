@@ -90,7 +90,7 @@ def test_injected_mistake_fails_and_is_named(checkpoint, write_step, mistake, pa
          "Linear(3 * self.embed_dim, self.embed_dim, bias=True)", "arguments look swapped"),
         ("Linear(self.embed_dim, self.embed_dim, bias=True)",
          "Linear(self.embed_dim, self.embed_dim, bias=False)", "c_proj has no bias"),
-        ("self.c_attn = Linear(", "self.qkv = Linear(", "no self.c_attn: name it as GPT-2's checkpoint does"),
+        ("self.c_attn = Linear(", "self.qkv = Linear(", "no self.c_attn: name it as GPT-2's checkpoint does (c_attn.*)"),
     ],
 )
 def test_construction_mistakes_are_explained(checkpoint, write_step, old, new, says):
