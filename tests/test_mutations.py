@@ -141,4 +141,5 @@ def test_injected_mistake_fails_and_is_named(checkpoint, write_step, step, mista
 def test_construction_mistake_is_explained(checkpoint, write_step, step, old, new, says):
     path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
     report = CHECKS[step].check(path, checkpoint)
-    assert report.parts[0].status == FAIL and says in report.parts[0].summary, report.render()
+    part = report.part("construction")
+    assert part.status == FAIL and says in part.summary, report.render()
