@@ -36,13 +36,30 @@ def used_steps(module: ModuleType) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+_checking_earlier = False  # set while the earlier steps run, so theirs are not re-run inside
+_verdicts: dict[tuple, bool] = {}  # (step, file, its mtime): passed, within one process
+
+
+def _passes(step: str, path: Path, checkpoint, timeout: float) -> bool:
+    key = (step, str(path), path.stat().st_mtime_ns, checkpoint.sha256)
+    if key not in _verdicts:
+        _verdicts[key] = check_module(step).check(path, checkpoint, timeout=timeout).ok
+    return _verdicts[key]
+
+
 def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Part:
     """One part: PASS if every used step with a check passes it; else which to fix first."""
+    global _checking_earlier
+    if _checking_earlier:
+        return Part("earlier steps", PASS, "checked by the step that uses this one")
     verdicts = {}
-    for step, path in used_steps(module).items():
-        if step in CHECKS:
-            report = check_module(step).check(path, checkpoint, timeout=timeout)
-            verdicts[step] = report.ok
+    _checking_earlier = True
+    try:
+        for step, path in used_steps(module).items():
+            if step in CHECKS:
+                verdicts[step] = _passes(step, path, checkpoint, timeout)
+    finally:
+        _checking_earlier = False
     if not verdicts:
         return Part("earlier steps", PASS, "uses none of the course's earlier steps")
     failing = [s for s, ok in verdicts.items() if not ok]

@@ -44,7 +44,11 @@ def solution_source(step: str) -> str:
     return (REPO / "solutions" / f"solution_{step}.py").read_text()
 
 
-def mutate(source: str, old: str, new: str) -> str:
-    """`source` with `old` replaced by `new`; `old` must occur exactly once."""
+def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
+    """`source` with `old` replaced by `new` (or each of several in turn); each must occur exactly once."""
+    if isinstance(old, tuple):
+        for o, n in zip(old, new, strict=True):
+            source = mutate(source, o, n)
+        return source
     assert source.count(old) == 1, f"mutation target occurs {source.count(old)} times: {old!r}"
     return source.replace(old, new)

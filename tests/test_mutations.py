@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from checker import step03, step04, step05, step06, step08, step09, step10
+from checker import step03, step04, step05, step06, step08, step09, step10, step11
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
 from tests.conftest import mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11}
 VARIANTS = Path(__file__).parent / "variants"
 
 # step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
@@ -74,7 +74,36 @@ MUTATIONS = {
         ("model-one-block", "forward", "for block in self.h:", "for block in list(self.h)[:1]:"),
         ("model-blocks-reversed", "forward", "for block in self.h:", "for block in reversed(list(self.h)):"),
     ],
+    "11": [
+        ("logits-softmax", "logits",
+         ("from max.experimental.nn import Module", "return hidden_states @ self.transformer.wte.weight.T"),
+         ("from max.experimental import functional as F\nfrom max.experimental.nn import Module",
+          "return F.softmax(hidden_states @ self.transformer.wte.weight.T)")),
+    ],
 }
+
+# step -> [(text in the solution, what replaces it, the failing part, words its message must contain)]
+LOADING = [
+    ('if layer in CONV1D_LAYERS and name.endswith(".weight"):',
+     'if layer in CONV1D_LAYERS and name.endswith(".weight") and "attn.c_proj" not in name:',
+     "loading this checkpoint", "holds Hugging Face's [in, out] layout"),
+    ('if layer in CONV1D_LAYERS and name.endswith(".weight"):', 'if False:',
+     "loading this checkpoint", "c_attn"),
+    ('if name.endswith((".attn.bias", ".attn.masked_bias")) or name == "lm_head.weight":',
+     'if name == "lm_head.weight":', "loading the original GPT-2 layout", "attn.bias"),
+    ('if name.endswith((".attn.bias", ".attn.masked_bias")) or name == "lm_head.weight":',
+     'if name.endswith((".attn.bias", ".attn.masked_bias")):', "loading the original GPT-2 layout", "lm_head"),
+    ('if not name.startswith("transformer."):', "if False:", "loading the original GPT-2 layout", ""),
+]
+
+
+@pytest.mark.parametrize("old, new, part, says", LOADING)
+def test_loading_mistakes_fail_the_right_part(checkpoint, write_step, old, new, part, says):
+    report = step11.check(write_step(mutate(solution_source("11"), old, new), "step_11.py"), checkpoint)
+    failing = [p for p in report.parts if p.status != PASS]
+    assert failing and failing[0].name == part and says in failing[0].summary + " ".join(failing[0].details), \
+        report.render()
+
 
 # step -> [(text in the solution, replacement, words the construction failure must contain)]
 CONSTRUCTION = {
