@@ -159,3 +159,30 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
         "c_proj_weight": attn.c_proj.weight, "c_proj_bias": attn.c_proj.bias,
     }
     return {k: (t.contiguous().numpy() if hasattr(t, "numpy") else t) for k, t in refs.items()}
+
+
+PROMPT = "The cat sat on the mat because"
+NEW_TOKENS = 20
+
+
+def greedy_continuation(checkpoint: Checkpoint, prompt_ids: list[int]) -> list[int]:
+    """Hugging Face `generate`'s greedy continuation of `prompt_ids`: NEW_TOKENS ids, never stopping early."""
+    ids = np.array([prompt_ids], dtype=np.int64)
+    path = _cache_file(f"greedy{NEW_TOKENS}", checkpoint, ids)
+    if path.exists():
+        with np.load(path) as data:
+            return data["ids"].tolist()
+    import torch
+
+    print("Computing the reference continuation with transformers (once)...", file=sys.stderr, flush=True)
+    model = load_hf_model(checkpoint)
+    out = model.generate(torch.from_numpy(ids), attention_mask=torch.ones_like(torch.from_numpy(ids)),
+                         max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
+    new = out[0, len(prompt_ids):].numpy()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(path, ids=new)
+    except OSError:
+        pass
+    return new.tolist()
