@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from checker import step03, step04, step05, step06, step08, step09, step10, step11
+from checker import step03, step04, step05, step06, step08, step09, step10, step11, step12
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
 from tests.conftest import mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11, "12": step12}
 VARIANTS = Path(__file__).parent / "variants"
 
 # step -> [(mistake id to be named, first failing part, text in the solution, replacement)]
@@ -82,7 +82,29 @@ MUTATIONS = {
     ],
 }
 
-# step -> [(text in the solution, what replaces it, the failing part, words its message must contain)]
+# (text in solution 12, what replaces it, the failing part, words its message must contain)
+GENERATION = [
+    ("next_token(np.from_dlpack(logits)[0, -1]", "next_token(np.from_dlpack(logits)[0, 0]", "greedy",
+     "the first position's logits were used"),
+    ("return int(np.argmax(logits))", "return int(np.argmin(logits))", "greedy", "argmin"),
+    ("logits = logits.astype(np.float64) / temperature", "logits = logits.astype(np.float64) * temperature",
+     "distribution", "multiplied by the temperature"),
+    ("    if top_k is not None:\n        kth", "    if False:\n        kth", "top_k=1", "must pick the best token"),
+    ("rng = np.random.default_rng(seed)\n    ids", "rng = np.random.default_rng()\n    ids", "seeded sampling",
+     "the same seed gave different tokens"),
+    ("return tokenizer.encode(text).ids", "return tokenizer.encode(text.lower()).ids", "encode/decode", "encode gave"),
+]
+
+
+@pytest.mark.parametrize("old, new, part, says", GENERATION)
+def test_generation_mistakes_fail_the_right_part(checkpoint, write_step, old, new, part, says):
+    report = step12.check(write_step(mutate(solution_source("12"), old, new), "step_12.py"), checkpoint)
+    failing = [p for p in report.parts if p.status != PASS]
+    assert failing and failing[0].name == part, report.render()
+    assert says in failing[0].summary + " ".join(failing[0].details), report.render()
+
+
+# (text in solution 11, what replaces it, the failing part, words its message must contain)
 LOADING = [
     ('if layer in CONV1D_LAYERS and name.endswith(".weight"):',
      'if layer in CONV1D_LAYERS and name.endswith(".weight") and "attn.c_proj" not in name:',
