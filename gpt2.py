@@ -1,0 +1,112 @@
+"""`pixi run gpt2 "prompt"`: your GPT-2 writes, token by token.
+
+    python -m gpt2 "The meaning of life is"              your steps 11 and 12
+    python -m gpt2 "The meaning of life is" --solutions  the course's solutions
+    python -m gpt2 "..." --compare                       and transformers' continuation beside it
+    python -m gpt2 "..." --temperature 0.8 --top-k 40 --seed 1
+
+The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
+load_hf_weights, compiled into one MAX graph; the loop is your generate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def _learner_functions(solutions: bool):
+    from checker.learner import import_step
+    from checker.paths import step_file
+
+    eleven = import_step(step_file("11", solution=solutions), "_gpt2_step11")
+    twelve = import_step(step_file("12", solution=solutions), "_gpt2_step12")
+    return eleven.GPT2LMHeadModel, eleven.load_hf_weights, twelve
+
+
+def _compare(checkpoint, prompt_ids: list[int], ours: list[int], tokenizer, n: int) -> bool:
+    import torch
+
+    from checker.reference import load_hf_model
+
+    ids = torch.tensor([prompt_ids])
+    out = load_hf_model(checkpoint).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                                             min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    theirs = out[0, len(prompt_ids):].tolist()
+    print(f"\ntransformers: {tokenizer.decode(prompt_ids + theirs)}")
+    same = theirs == ours
+    if same:
+        print(f"Token ids identical for all {n} new tokens: {ours[:8]}...")
+    else:
+        i = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        print(f"Token ids differ from position {i}: yours {ours[i:i + 5]}, transformers' {theirs[i:i + 5]}")
+    return same
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpt2", description=__doc__.split("\n")[0])
+    parser.add_argument("prompt")
+    parser.add_argument("--solutions", action="store_true", help="use the course's solutions, not your steps")
+    parser.add_argument("--max-new-tokens", type=int, default=30)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (the default)")
+    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--compare", action="store_true", help="also run transformers (greedy) and compare ids")
+    args = parser.parse_args(argv)
+
+    import checker  # noqa: F401  (MAX's executor setting)
+    from checker.compiled import compile_gpt2
+    from checker.learner import LearnerError, call
+    from checker.step12 import tokenizer_of
+    from checker.weights import WeightsError, find_checkpoint
+
+    try:
+        checkpoint = find_checkpoint()
+    except WeightsError as e:
+        print(f"Weights problem: {e}", file=sys.stderr)
+        return 2
+    print(f"Weights: {checkpoint.describe()}")
+    if not checkpoint.is_real:
+        print("These are random weights, so the text is gibberish. What matters: the token ids equal "
+              "transformers' (try --compare). `pixi run weights` fetches the real GPT-2.")
+    try:
+        model_cls, load, twelve = _learner_functions(args.solutions)
+        model = call(compile_gpt2, model_cls, load, checkpoint, timeout=0)
+    except (LearnerError, AttributeError) as e:
+        print(f"Your model could not be built: {e}\nRun the checks first: pixi run s11, pixi run s12.",
+              file=sys.stderr)
+        return 1
+    tokenizer = tokenizer_of(checkpoint)
+    prompt_ids = tokenizer.encode(args.prompt).ids
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    print(f"\n{args.prompt}", end="", flush=True)
+    ours: list[int] = []
+    shown = args.prompt
+    started = time.perf_counter()
+    try:
+        for token in twelve.generate(model, prompt_ids, args.max_new_tokens, temperature=args.temperature,
+                                     top_k=args.top_k, seed=args.seed,
+                                     eos_token_id=None if args.compare else eos):
+            ours.append(int(token))
+            text = twelve.decode(tokenizer, prompt_ids + ours)
+            # Print only what is new; an id the tokenizer has no text for (the synthetic
+            # checkpoint's stand-in tokenizer knows few) is shown as <id>.
+            print(text[len(shown):] if text != shown else f"<{token}>", end="", flush=True)
+            shown = text
+    except Exception as e:  # the learner's generate
+        from checker.learner import explain
+
+        print(f"\n\nYour generate failed: {explain(e)}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    print(f"\n\n({len(ours)} tokens in {seconds:.1f} s, {len(ours) / seconds:.1f} tokens/s)")
+    if args.compare:
+        if args.temperature != 0.0:
+            print("(--compare runs transformers greedily; with sampling the ids are not expected to match)")
+        return 0 if _compare(checkpoint, prompt_ids, ours, tokenizer, len(ours)) or args.temperature else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
