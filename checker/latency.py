@@ -1,14 +1,14 @@
-"""`pixi run latency`: how long `pixi run s07` takes, cold and warm.
+"""`pixi run latency`: how long each step's check takes, the first time and after.
 
-Measures the step 07 check of the solution as a learner meets it, each run a
-fresh process, in a fresh clone of this repository (its committed state):
+Runs every step's check on its solution as a learner meets them, in order,
+each a fresh process, in a fresh clone of this repository (its committed
+state) with an empty MAX cache (a temporary MODULAR_DERIVED_PATH) and no
+checkpoint or references yet:
 
-  first run     nothing prepared: no checkpoint (the synthetic one is
-                generated), no cached references, an empty MAX kernel cache
-                (a temporary MODULAR_DERIVED_PATH)
-  warm          the same command again
-  warm, edited  after an edit to the step file (the scale written as a
-                multiplication: a new graph)
+  first   the step's first check on this machine (step 01's also generates
+          the synthetic checkpoint and the reference outputs)
+  warm    the same command again
+  edited  (step 07) after an edit to the step file: a new graph, the same ops
 
 and prints a Markdown table.
 """
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from checker.paths import REPO
+from checker.registry import CHECKS
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
@@ -43,13 +44,17 @@ def main() -> int:
             "attn_weights = attn_weights / math.sqrt(int(value.shape[-1]))",
             "attn_weights = attn_weights * (1.0 / math.sqrt(int(value.shape[-1])))",
         ))
-        rows.append(("first run: no weights, references or MAX kernels yet", *_timed(["07", "--solution"], env, clone)))
-        rows.append(("warm: the same command again", *_timed(["07", "--solution"], env, clone)))
-        rows.append(("warm: after editing the step", *_timed(["07", "--file", str(edited)], env, clone)))
-    print(f"| `pixi run s07` ({os.cpu_count()} CPUs) | seconds | exit |\n| --- | --- | --- |")
-    for name, seconds, code in rows:
-        print(f"| {name} | {seconds:.1f} | {code} |")
-    return 0 if all(code == 0 for *_, code in rows) else 1
+        for step in sorted(CHECKS):
+            first = _timed([step, "--solution"], env, clone)
+            warm = _timed([step, "--solution"], env, clone)
+            after_edit = _timed([step, "--file", str(edited)], env, clone) if step == "07" else None
+            rows.append((step, first, warm, after_edit))
+    print(f"| step ({os.cpu_count()} CPUs) | first check (s) | warm (s) | warm, after an edit (s) |")
+    print("| --- | --- | --- | --- |")
+    for step, first, warm, edit in rows:
+        print(f"| s{step} | {first[0]:.1f} | {warm[0]:.1f} | {f'{edit[0]:.1f}' if edit else ''} |")
+    codes = [t[1] for _, *ts in rows for t in ts if t]
+    return 0 if all(code == 0 for code in codes) else 1
 
 
 if __name__ == "__main__":

@@ -23,17 +23,33 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-# Ops per step, grouped so that the two workers take about the same time
-# (measured compile times on a 2-core CPU in comments).
-GROUPS = {
-    "03": (("mean", "sqrt", "div"), ("sub", "mul", "add")),
-    "04": (("matmul",), ("add", "gelu")),
-    "05": (("gather",),),
-    "07": (
-        ("matmul", "band_part", "transpose", "broadcast_to"),  # 73 + 42 + 19 + 18 s
-        ("add", "div", "mul", "split", "softmax"),  # 30 + 33 + 30 + 25 + 36 s
-    ),
+# The eager ops each step's solution runs, and roughly how long each took to
+# compile on a 2-core CPU, in seconds (the first use on a machine).
+COST = {"matmul": 73, "band_part": 42, "softmax": 36, "div": 33, "add": 30, "mul": 30, "split": 25,
+        "mean": 24, "sub": 25, "sqrt": 25, "gelu": 30, "gather": 30, "transpose": 19, "broadcast_to": 18}
+_ATTENTION = ("matmul", "band_part", "transpose", "broadcast_to", "add", "div", "split", "softmax")
+_LAYER_NORM = ("mean", "sub", "mul", "sqrt", "div", "add")
+_MLP = ("matmul", "add", "gelu")
+OPS = {
+    "02": ("broadcast_to", "band_part"),
+    "03": _LAYER_NORM,
+    "04": _MLP,
+    "05": ("gather",),
+    "06": ("gather",),
+    "07": (*_ATTENTION, "mul"),
+    "08": (*_ATTENTION, *_LAYER_NORM, *_MLP),
+    "09": (*_ATTENTION, *_LAYER_NORM, *_MLP),
+    "10": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
+    "11": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
 }
+
+
+def groups(step: str) -> list[list[str]]:
+    """The step's ops split into two lists of about equal compile time, longest first."""
+    halves: list[list[str]] = [[], []]
+    for op in sorted(set(OPS.get(step, ())), key=COST.get, reverse=True):
+        min(halves, key=lambda h: sum(COST[o] for o in h)).append(op)
+    return [h for h in halves if h]
 
 
 def _run_op(name: str) -> None:
@@ -83,7 +99,7 @@ def _warmed() -> dict:
 
 def start(step: str) -> list[subprocess.Popen]:
     """Starts the workers for `step` if its ops are not compiled yet; returns them."""
-    if step not in GROUPS or _warmed().get(step) == version("max"):
+    if step not in OPS or _warmed().get(step) == version("max"):
         return []
     print(
         f"First check of step {step} on this machine: compiling MAX kernels for its operations "
@@ -93,7 +109,7 @@ def start(step: str) -> list[subprocess.Popen]:
     )
     return [
         subprocess.Popen([sys.executable, "-m", "checker.warmup", *group], stdout=subprocess.DEVNULL)
-        for group in GROUPS[step]
+        for group in groups(step)
     ]
 
 

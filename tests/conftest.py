@@ -18,12 +18,12 @@ from checker.weights import find_checkpoint  # noqa: E402
 
 @pytest.fixture(scope="session")
 def checkpoint():
-    workers = warmup.start("07")  # compiles MAX kernels while the references are computed
+    workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
     ckpt = find_checkpoint(synthetic=True)
     from checker import step07
 
     step07.prepare(ckpt)
-    warmup.finish("07", workers)
+    warmup.finish("11", workers)
     warmup.announce_compiles()
     return ckpt
 
