@@ -190,9 +190,8 @@ FORWARD_MISTAKES = [
 
 
 def _forward_with(part: str, m: Mistake) -> Mistake:
-    """A part's mistake, seen through the whole forward pass."""
-    swap = {"split": "split", "merge": "merge", "attn": "attn"}[part]
-    return Mistake(m.id, m.says, m.hint, partial(ref.forward, **{swap: m.compute}))
+    """A part's mistake ("split", "merge" or "attn"), seen through the whole forward pass."""
+    return Mistake(m.id, m.says, m.hint, partial(ref.forward, **{part: m.compute}))
 
 
 def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:

@@ -1,6 +1,7 @@
 """Step 07: the check passes the solution and correct variants, and catches and
 names each injected mistake."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_max_errors_are_translated(checkpoint, write_step):
 def _cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "checker", "07", *args],
-        capture_output=True, text=True, cwd="/", env={**__import__("os").environ, "GPT2_WEIGHTS": "synthetic"},
+        capture_output=True, text=True, cwd="/", env={**os.environ, "GPT2_WEIGHTS": "synthetic"},
     )
 
 
