@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     step = args.step.zfill(2)
-    from checker.registry import CHECKS, check_module
+    from checker.registry import CHECKS, check_module, prepare
 
     if step not in CHECKS:
         parser.error(f"no check for step {step} yet (have: {', '.join(sorted(CHECKS))})")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         workers = warmup.start(step)  # compiles in the background while references load
         checkpoint = find_checkpoint()
         module = check_module(step)
-        module.prepare(checkpoint)
+        prepare(step, checkpoint)
         warmup.finish(step, workers)
         warmup.announce_compiles()
         report = module.check(path, checkpoint, timeout=args.timeout)

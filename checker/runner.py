@@ -17,7 +17,8 @@ from checker import learner
 from checker.compare import ATOL, Mistake, compare
 from checker.learner import LearnerError
 from checker.paths import shown
-from checker.report import FAIL, SKIP, Part, Report
+from checker.loading import load_module
+from checker.report import FAIL, PASS, SKIP, Part, Report
 from checker.weights import Checkpoint
 
 
@@ -114,6 +115,23 @@ class StepRun:
             outs = mistake_outputs(mistakes, *inputs, *mistake_args)
             verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
         return self.add(Part.from_verdict(name, verdict))
+
+    def construct(self, build, state: dict[str, np.ndarray], summary: str, *, try_forward):
+        """The learner's module from `build()`, with `state` loaded, after a PASS "construction" part.
+
+        On failure: a "construction" part saying what is wrong, TODO parts for
+        the rest if `try_forward(module)` shows they are not written either,
+        and None; the caller then finishes the report.
+        """
+        try:
+            module = load_module(self, build, state)
+        except LearnerError as e:
+            self.add(Part.from_error("construction", e))
+            after = self.names[self.names.index("construction") + 1:]
+            self.todo_only(after, lambda: try_forward(build()))
+            return None
+        self.add(Part("construction", PASS, summary))
+        return module
 
     def todo_only(self, names: list[str], fn, *args) -> None:
         """Records parts `names` as TODO if `fn(*args)` is not written yet; otherwise records nothing.

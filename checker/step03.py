@@ -14,10 +14,9 @@ import numpy as np
 
 from checker import gpt2_np as ref
 from checker.compare import ATOL, Mistake
-from checker.learner import LearnerError
-from checker.loading import hf_state, load_module
+from checker.loading import hf_state
 from checker.reference import LAYER, TINY, activations, token_ids
-from checker.report import PASS, Part, Report
+from checker.report import Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
 
@@ -40,10 +39,6 @@ MISTAKES = [
 ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -57,12 +52,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    try:
-        module = load_module(run, lambda: cls(C, eps), state)
-        run.add(Part("construction", PASS, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{LAYER}].ln_1 loaded"))
-    except LearnerError as e:
-        run.add(Part.from_error("construction", e))
-        run.todo_only(["forward", "forward, tiny inputs"], lambda: cls(C, eps).forward(tensor(refs["h0_in"])))
+    module = run.construct(lambda: cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{LAYER}].ln_1 loaded",
+                           try_forward=lambda m: m.forward(tensor(refs["h0_in"])))
+    if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
     run.run_part("forward", module.forward, (refs["h0_in"],), refs["ln_1"], AXES, MISTAKES, args)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from checker import gpt2_np as ref
 from checker.compare import ATOL, Mistake
-from checker.learner import LearnerError
-from checker.loading import hf_state, load_module
+from checker.loading import hf_state
 from checker.reference import LAYER, activations, token_ids
-from checker.report import PASS, Part, Report
+from checker.report import Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
 
@@ -34,10 +33,6 @@ MISTAKES = [
 ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -51,13 +46,11 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    try:
-        module = load_module(run, lambda: cls(config), state)
-        run.add(Part("construction", PASS,
-                     f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{LAYER}].mlp loaded"))
-    except LearnerError as e:
-        run.add(Part.from_error("construction", e))
-        run.todo_only(["forward"], lambda: cls(config).forward(tensor(refs["ln_2"])))
+    module = run.construct(
+        lambda: cls(config), state,
+        f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{LAYER}].mlp loaded",
+        try_forward=lambda m: m.forward(tensor(refs["ln_2"])))
+    if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     # Mistakes are computed from Hugging Face's Conv1D layout, [in, out].
     p = {n.replace(".", "_"): (v.T if n.endswith("weight") else v).astype("float64") for n, v in state.items()}

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from checker.compare import ATOL, Mistake
-from checker.learner import LearnerError
-from checker.loading import hf_state, load_module
+from checker.loading import hf_state
 from checker.reference import activations, token_ids
-from checker.report import PASS, Part, Report
+from checker.report import Report
 from checker.runner import StepRun, int_tensor
 from checker.weights import Checkpoint
 
@@ -22,22 +21,14 @@ TOKEN_MISTAKES = [
 ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def load_table(run: StepRun, cls, config, name: str, state, try_forward) -> object | None:
     """The learner's embedding module with GPT-2's table loaded, or None after finishing the report."""
-    try:
-        module = load_module(run, lambda: cls(config), state)
-        rows, cols = state["weight"].shape
-        run.add(Part("construction", PASS, f"weight [{rows}, {cols}]; GPT-2's transformer.{name} loaded"))
-        return module
-    except LearnerError as e:
-        run.add(Part.from_error("construction", e))
-        run.todo_only(run.names[1:], lambda: try_forward(cls(config)))
+    rows, cols = state["weight"].shape
+    module = run.construct(lambda: cls(config), state, f"weight [{rows}, {cols}]; GPT-2's transformer.{name} loaded",
+                           try_forward=try_forward)
+    if module is None:
         run.finish("needs construction to pass (the weights must load)")
-        return None
+    return module
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:

@@ -28,10 +28,6 @@ def _positions_mistakes(T: int, past: int) -> list[Mistake]:
     ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     config = checkpoint.learner_config()

@@ -206,11 +206,6 @@ def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:
     )
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    """Computes and caches the references (with torch, the first time only)."""
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     """Runs the step 07 check on the step file at `path`."""
     refs = activations(checkpoint)

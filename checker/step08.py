@@ -39,10 +39,6 @@ def reference_modules(checkpoint: Checkpoint, run: StepRun) -> dict[str, object]
             for name, (make, names) in build.items()}
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)

@@ -13,10 +13,9 @@ from pathlib import Path
 from checker.block_np import NAMES, WIRING_MISTAKES, Block, half
 from checker.compare import ATOL, Mistake
 from checker.deps import earlier_steps_part
-from checker.learner import LearnerError
-from checker.loading import hf_state, load_module
+from checker.loading import hf_state
 from checker.reference import LAYER, activations, token_ids
-from checker.report import PASS, Part, Report
+from checker.report import PASS, Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
 
@@ -43,10 +42,6 @@ def block_mistakes(b: Block) -> list[Mistake]:
     ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -60,12 +55,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish(f"needs {CLASS}")
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
     state = hf_state(checkpoint, f"transformer.h.{LAYER}.", NAMES)
-    try:
-        module = load_module(run, lambda: cls(config), state)
-        run.add(Part("construction", PASS, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{LAYER} loaded"))
-    except LearnerError as e:
-        run.add(Part.from_error("construction", e))
-        run.todo_only(["forward"], lambda: cls(config).forward(tensor(refs["h0_in"])))
+    module = run.construct(lambda: cls(config), state, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{LAYER} loaded",
+                           try_forward=lambda m: m.forward(tensor(refs["h0_in"])))
+    if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", module.forward, (refs["h0_in"],), refs["h0_out"], AXES,
                        block_mistakes(Block(checkpoint, LAYER)))

@@ -15,10 +15,9 @@ import numpy as np
 from checker.block_np import Model
 from checker.compare import ATOL, Mistake
 from checker.deps import earlier_steps_part
-from checker.learner import LearnerError
-from checker.loading import hf_state, load_module
+from checker.loading import hf_state
 from checker.reference import activations, token_ids
-from checker.report import PASS, Part, Report
+from checker.report import PASS, Report
 from checker.runner import StepRun, int_tensor
 from checker.weights import Checkpoint
 
@@ -56,10 +55,6 @@ def model_mistakes(checkpoint: Checkpoint, ids: np.ndarray, n_layer: int) -> lis
     ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -73,13 +68,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
     state = hf_state(checkpoint, "transformer.", body_names(checkpoint))
     ids = refs["ids"]
-    try:
-        module = load_module(run, lambda: cls(config), state)
-        run.add(Part("construction", PASS, f"wte, wpe, h.0-h.{config.n_layer - 1}, ln_f: "
-                                           f"{len(state)} of GPT-2's tensors loaded"))
-    except LearnerError as e:
-        run.add(Part.from_error("construction", e))
-        run.todo_only(["forward"], lambda: cls(config).forward(int_tensor(ids)))
+    module = run.construct(
+        lambda: cls(config), state, f"wte, wpe, h.0-h.{config.n_layer - 1}, ln_f: {len(state)} of GPT-2's tensors loaded",
+        try_forward=lambda m: m.forward(int_tensor(ids)))
+    if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
                        model_mistakes(checkpoint, ids, config.n_layer))

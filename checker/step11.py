@@ -92,10 +92,6 @@ def logits_mistakes(checkpoint: Checkpoint, ids: np.ndarray) -> list[Mistake]:
     ]
 
 
-def prepare(checkpoint: Checkpoint) -> None:
-    activations(checkpoint)
-
-
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
