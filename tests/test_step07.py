@@ -70,6 +70,28 @@ MUTATIONS = [
      "return self.c_proj(attn_output)  # [B, T, C]",
      "return attn_output @ self.c_proj.weight + self.c_proj.bias"),
     ("no-c-proj", "forward", "return self.c_proj(attn_output)  # [B, T, C]", "return attn_output"),
+    ("merge-wrong-order", "_merge_heads",
+     "tensor = tensor.transpose(-3, -2)  # [B, T, H, D]", "tensor = tensor.permute([0, 2, 3, 1])"),
+    ("split-reshape-only", "_split_heads",
+     "tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n        return tensor.transpose(-3, -2)  # [B, H, T, D]",
+     "return tensor.reshape([tensor.shape[0], num_heads, tensor.shape[1], attn_head_size])"),
+    ("split-heads-last", "_split_heads",
+     "[num_heads, attn_head_size]\n        tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n"
+     "        return tensor.transpose(-3, -2)  # [B, H, T, D]",
+     "[attn_head_size, num_heads]\n        return tensor.reshape(new_shape).permute([0, 3, 1, 2])"),
+    ("mask-zero-one", "_attn", "attn_weights = attn_weights + mask  # future positions -> -inf",
+     "attn_weights = attn_weights + F.band_part(F.broadcast_to(Tensor(1.0, dtype=query.dtype, "
+     "device=query.device), [seq_len, seq_len]), num_lower=None, num_upper=0, exclude=True)"),
+    ("mask-after-softmax", "_attn",
+     "        attn_weights = attn_weights + mask  # future positions -> -inf\n\n"
+     "        attn_weights = F.softmax(attn_weights, axis=-1)  # each row sums to 1\n",
+     "        attn_weights = F.softmax(attn_weights, axis=-1)\n"
+     "        attn_weights = attn_weights * F.band_part(F.broadcast_to(Tensor(1.0, dtype=query.dtype, "
+     "device=query.device), [seq_len, seq_len]), num_lower=None, num_upper=0)\n"),
+    ("c-attn-no-bias", "forward", "self.c_attn(hidden_states), [self.split_size]",
+     "hidden_states @ self.c_attn.weight.T, [self.split_size]"),
+    ("c-proj-no-bias", "forward", "return self.c_proj(attn_output)  # [B, T, C]",
+     "return attn_output @ self.c_proj.weight.T"),
 ]
 
 
