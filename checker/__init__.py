@@ -3,12 +3,16 @@
 Each step's check lives in `checker/stepNN.py` and is run with
 `python -m checker NN` (the `pixi run sNN` tasks). The pieces they share:
 
-- `paths`      where the repo, the weights and the caches are
-- `weights`    finds, downloads, verifies or generates a GPT-2 checkpoint
-- `reference`  Hugging Face outputs, computed once and cached on disk
-- `learner`    imports a learner's step file and runs its code safely
-- `compare`    numbers against references, and the diagnosis of mistakes
-- `report`     the per-part verdict lines and the exit code
+- `paths`, `registry`   where things are; which module checks which step
+- `weights`, `synthetic` find, download, verify or generate a GPT-2 checkpoint
+- `reference`           Hugging Face outputs, computed once and cached on disk
+- `learner`             imports a learner's step file and runs its code safely
+- `runner`, `loading`   a step's parts; GPT-2's weights into the learner's modules
+- `compare`             numbers against references, and the naming of known mistakes
+- `attention_np`, `gpt2_np`, `block_np`   what each known mistake computes, in numpy
+- `deps`                the learner's earlier steps that a step uses, and their verdicts
+- `report`              the per-part verdict lines and the exit code
+- `warmup`, `compiled`, `latency`   kernel compiles ahead of time, whole-model graphs, timings
 """
 
 import os as _os
