@@ -116,6 +116,8 @@ LOADING = [
     ('if name.endswith((".attn.bias", ".attn.masked_bias")) or name == "lm_head.weight":',
      'if name.endswith((".attn.bias", ".attn.masked_bias")):', "loading the original GPT-2 layout", "lm_head"),
     ('if not name.startswith("transformer."):', "if False:", "loading the original GPT-2 layout", ""),
+    ('if name.endswith((".attn.bias", ".attn.masked_bias"))', 'if name.endswith(("attn.bias", ".attn.masked_bias"))',
+     "loading this checkpoint", "transformer.h.0.attn.c_attn.bias' is missing"),  # also drops c_attn.bias
 ]
 
 
@@ -167,7 +169,9 @@ def test_block_names_the_earlier_step_to_fix_first(checkpoint):
         assert earlier.details == ["fix step 01 first: pixi run s01 (or python -m checker 01)"]
 
 
-@pytest.mark.parametrize("variant", sorted(p.name for p in VARIANTS.glob("step0[3-6]_*.py")))
+@pytest.mark.parametrize(
+    "variant", sorted(p.name for p in VARIANTS.glob("step*.py") if not p.name.startswith("step07"))
+)
 def test_correct_variant_passes(checkpoint, variant):
     report = CHECKS[variant[4:6]].check(VARIANTS / variant, checkpoint)
     assert report.ok, report.render()
