@@ -133,6 +133,12 @@ class StepRun:
         self.add(Part("construction", PASS, summary))
         return module
 
+    def point_to_earlier_steps(self, part: Part) -> None:
+        """When `part` fails and so does the "earlier steps" part, repeat which step to fix first."""
+        earlier = self.report.parts[0]
+        if part.status != PASS and earlier.name == "earlier steps" and earlier.status != PASS:
+            part.details += earlier.details
+
     def todo_only(self, names: list[str], fn, *args) -> None:
         """Records parts `names` as TODO if `fn(*args)` is not written yet; otherwise records nothing.
 

@@ -17,7 +17,7 @@ from checker.compare import ATOL, Mistake
 from checker.deps import earlier_steps_part
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
-from checker.report import PASS, Report
+from checker.report import Report
 from checker.runner import StepRun, int_tensor
 from checker.weights import Checkpoint
 
@@ -75,6 +75,5 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
                        model_mistakes(checkpoint, ids, config.n_layer))
-    if fwd.status != PASS and run.report.parts[0].status != PASS:
-        fwd.details += run.report.parts[0].details
+    run.point_to_earlier_steps(fwd)
     return run.finish()
