@@ -1,9 +1,11 @@
 """`python -m checker NN`: check step NN (the `pixi run sNN` tasks).
 
-    python -m checker 07                 check steps/step_07.py
-    python -m checker 07 --solution      check solutions/solution_07.py
-    python -m checker 07 --file PATH     check another copy of the step
-    python -m checker 07 --timeout 60    time limit per call into your code, in seconds
+    python -m checker 07                  check steps/step_07.py
+    python -m checker 07 --hint           ... and show the next hint for the first failing part
+    python -m checker 07 --solution       ... and show the solution's code for that part only
+    python -m checker 07 --check-solution check solutions/solution_07.py instead
+    python -m checker 07 --file PATH      check another copy of the step
+    python -m checker 07 --timeout 60     time limit per call into your code, in seconds
 
 Exit status: 0 if every part passes, 1 if any part fails, 2 if the check
 itself could not run (for example, unreadable weights).
@@ -31,8 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checker", description=__doc__.split("\n")[0])
     parser.add_argument("step", help="step number, e.g. 07")
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--solution", action="store_true", help="check the reference solution")
+    which.add_argument("--check-solution", action="store_true", help="check the reference solution")
     which.add_argument("--file", type=Path, help="check this file instead of steps/step_NN.py")
+    helps = parser.add_mutually_exclusive_group()
+    helps.add_argument("--hint", action="store_true", help="show the next hint for the first failing part")
+    helps.add_argument("--solution", action="store_true",
+                       help="show the solution's code for the first failing part only")
     parser.add_argument(
         "--timeout", type=float, default=float(os.environ.get("GPT2_CHECK_TIMEOUT", 300)),
         help="seconds allowed per call into your code (default 300; 0 for none)",
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from checker.report import use_color
     from checker.weights import WeightsError, find_checkpoint
 
-    path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.solution))
+    path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.check_solution))
     started = time.perf_counter()
     try:
         workers = warmup.start(step)  # compiles in the background while references load
@@ -63,7 +69,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report.render(color=use_color()))
     print(f"({time.perf_counter() - started:.1f} s)")
+    if args.hint or args.solution:
+        print("\n" + _help(step, report, args.hint))
     return 0 if report.ok else 1
+
+
+def _help(step: str, report, hint: bool) -> str:
+    """The next hint, or the reference code, for the report's first part that does not pass."""
+    from checker import hints
+    from checker.report import PASS
+
+    part = next((p for p in report.parts if p.status != PASS), None)
+    if part is None:
+        return "Every part passes: nothing to hint at."
+    if hint:
+        return hints.next_hint(step, part.name)
+    code = hints.reference_code(step, part.name)
+    if code is None:
+        return f"{part.name} has no code of its own to show: follow its message above."
+    return f"The reference for {part.name}:\n\n{code}"
 
 
 if __name__ == "__main__":

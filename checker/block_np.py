@@ -43,7 +43,8 @@ def half(x, ln, sublayer, *, wiring: str = "pre-norm"):
     """One residual half of a block.
 
     wiring: "pre-norm" (right): x + f(ln(x)); "no-residual": f(ln(x));
-    "normed-residual": ln(x) + f(ln(x)); "post-norm": ln(x + f(x)); "no-norm": x + f(x)
+    "normed-residual": ln(x) + f(ln(x)); "post-norm": ln(x + f(x)); "no-norm": x + f(x);
+    "norm-on-output": x + ln(f(x))
     """
     if wiring == "pre-norm":
         return x + sublayer(ln(x))
@@ -55,6 +56,8 @@ def half(x, ln, sublayer, *, wiring: str = "pre-norm"):
         return ln(x + sublayer(x))
     if wiring == "no-norm":
         return x + sublayer(x)
+    if wiring == "norm-on-output":
+        return x + ln(sublayer(x))
     raise ValueError(wiring)
 
 
@@ -66,6 +69,8 @@ WIRING_MISTAKES = {
     "post-norm": ("ln was applied after the addition (post-norm, as in the original Transformer)",
                   "GPT-2 normalises the sub-layer's input, not the sum"),
     "no-norm": ("the sub-layer got the stream without ln", "run the sub-layer on ln(stream)"),
+    "norm-on-output": ("ln was applied to the sub-layer's output instead of its input",
+                       "normalise what goes into the sub-layer: x + sublayer(ln(x))"),
 }
 
 
@@ -81,11 +86,19 @@ class Model:
         self.eps = config.layer_norm_epsilon
         self.blocks = [Block(checkpoint, i) for i in range(config.n_layer)]
 
-    def hidden(self, ids, *, positions=True, scale=1.0, order=None, ln_f=True):
-        """[B, T] -> [B, T, C]; the switches make the mistakes (order: block indices to run)."""
+    def hidden(self, ids, *, positions=True, scale=1.0, order=None, ln_f: bool | str = True):
+        """[B, T] -> [B, T, C]; the switches make the mistakes.
+
+        order: block indices to run; ln_f: True (at the end), False, or "each" (after every block)
+        """
         T = ids.shape[1]
         x = self.wte[ids].astype(np.float64) * scale + (self.wpe[:T] if positions else 0)
         for i in order if order is not None else range(len(self.blocks)):
             b = self.blocks[i]
             x = half(half(x, b.ln_1, b.attn), b.ln_2, b.mlp)
-        return gpt2_np.layer_norm(x, self.ln_f_w, self.ln_f_b, self.eps) if ln_f else x
+            if ln_f == "each":
+                x = self.ln_f(x)
+        return self.ln_f(x) if ln_f is True else x
+
+    def ln_f(self, x):
+        return gpt2_np.layer_norm(x, self.ln_f_w, self.ln_f_b, self.eps)

@@ -25,7 +25,9 @@ class Mistake:
     id: str  # short name, used by tests and `--hint`
     says: str  # what the learner's code did, in one sentence
     hint: str  # a nudge that does not give the solution away
-    compute: Callable[..., np.ndarray]  # the part's output with this mistake, from reference inputs
+    # The part's output with this mistake, from the reference inputs; None for
+    # a mistake the check recognises another way (a config value, a loading rule).
+    compute: Callable[..., np.ndarray] | None = None
 
 
 @dataclass

@@ -45,8 +45,8 @@ def main() -> int:
             "attn_weights = attn_weights * (1.0 / math.sqrt(int(value.shape[-1])))",
         ))
         for step in sorted(CHECKS):
-            first = _timed([step, "--solution"], env, clone)
-            warm = _timed([step, "--solution"], env, clone)
+            first = _timed([step, "--check-solution"], env, clone)
+            warm = _timed([step, "--check-solution"], env, clone)
             after_edit = _timed([step, "--file", str(edited)], env, clone) if step == "07" else None
             rows.append((step, first, warm, after_edit))
     print(f"| step ({os.cpu_count()} CPUs) | first check (s) | warm (s) | warm, after an edit (s) |")

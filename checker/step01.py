@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from checker.compare import Mistake
 from checker.learner import LearnerError
 from checker.report import FAIL, PASS, TODO, Part, Report
 from checker.runner import StepRun
@@ -15,36 +16,44 @@ from checker.weights import Checkpoint
 
 CLASS = "GPT2Config"
 
-# field -> {wrong value: (what it is, hint)}
-MISTAKES: dict[str, dict[object, tuple[str, str]]] = {
-    "vocab_size": {
-        50256: ("one short of GPT-2's vocabulary", "50,000 BPE merges + 256 byte tokens + 1 <|endoftext|>"),
-        50000: ("the number of BPE merges, not of tokens", "add the 256 byte tokens and <|endoftext|>"),
-        50304: ("nanoGPT's padded vocabulary (a multiple of 64, for speed)",
-                "the checkpoint's embedding has one row per real token"),
-    },
-    "n_positions": {
-        2048: ("GPT-3's context length", "GPT-2 small attends over at most 1024 tokens"),
-        512: ("BERT's context length", "GPT-2 small attends over at most 1024 tokens"),
-    },
-    "n_embd": {
-        1024: ("GPT-2 medium's width", "GPT-2 small is the 124M model"),
-        64: ("the width of one head", "n_embd is the whole residual stream: 12 heads x 64"),
-    },
-    "n_layer": {24: ("GPT-2 medium's depth", "GPT-2 small is the 124M model")},
-    "n_head": {
-        64: ("head_dim, the size of one head", "n_head counts the heads: 768 / 64"),
-        16: ("GPT-2 medium's head count", "GPT-2 small is the 124M model"),
-    },
-    "n_inner": {
-        768: ("n_embd: the MLP's hidden layer is wider than that", "GPT-2's MLP expands by 4x"),
-        None: ("None, which Hugging Face reads as 4 * n_embd", "write the number so your MLP can use it"),
-    },
-    "layer_norm_epsilon": {
-        1e-12: ("BERT's epsilon", "GPT-2's LayerNorms use 1e-5"),
-        1e-6: ("a common default, but not GPT-2's", "look for layer_norm_epsilon in config.json"),
-    },
+def _wrong(field: str, value, what: str, hint: str) -> tuple[object, Mistake]:
+    return value, Mistake(f"{field}-{value}", f"{field} = {value!r} is {what}", hint)
+
+
+# field -> {wrong value: the mistake it shows}
+MISTAKES: dict[str, dict[object, Mistake]] = {
+    "vocab_size": dict([
+        _wrong("vocab_size", 50256, "one short of GPT-2's vocabulary",
+               "50,000 BPE merges + 256 byte tokens + 1 <|endoftext|>"),
+        _wrong("vocab_size", 50000, "the number of BPE merges, not of tokens",
+               "add the 256 byte tokens and <|endoftext|>"),
+        _wrong("vocab_size", 50304, "nanoGPT's padded vocabulary (a multiple of 64, for speed)",
+               "the checkpoint's embedding has one row per real token"),
+    ]),
+    "n_positions": dict([
+        _wrong("n_positions", 2048, "GPT-3's context length", "GPT-2 small attends over at most 1024 tokens"),
+        _wrong("n_positions", 512, "BERT's context length", "GPT-2 small attends over at most 1024 tokens"),
+    ]),
+    "n_embd": dict([
+        _wrong("n_embd", 1024, "GPT-2 medium's width", "GPT-2 small is the 124M model"),
+        _wrong("n_embd", 64, "the width of one head", "n_embd is the whole residual stream: 12 heads x 64"),
+    ]),
+    "n_layer": dict([_wrong("n_layer", 24, "GPT-2 medium's depth", "GPT-2 small is the 124M model")]),
+    "n_head": dict([
+        _wrong("n_head", 64, "head_dim, the size of one head", "n_head counts the heads: 768 / 64"),
+        _wrong("n_head", 16, "GPT-2 medium's head count", "GPT-2 small is the 124M model"),
+    ]),
+    "n_inner": dict([
+        _wrong("n_inner", 768, "n_embd: the MLP's hidden layer is wider than that", "GPT-2's MLP expands by 4x"),
+        _wrong("n_inner", None, "what Hugging Face reads as 4 * n_embd", "write the number so your MLP can use it"),
+    ]),
+    "layer_norm_epsilon": dict([
+        _wrong("layer_norm_epsilon", 1e-12, "BERT's epsilon", "GPT-2's LayerNorms use 1e-5"),
+        _wrong("layer_norm_epsilon", 1e-6, "a common default, but not GPT-2's",
+               "look for layer_norm_epsilon in config.json"),
+    ]),
 }
+CATALOGUE = [m for wrong in MISTAKES.values() for m in wrong.values()]
 FIELDS = list(MISTAKES)
 
 
@@ -85,8 +94,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         elif got in (0, 0.0) and not isinstance(got, bool):
             run.add(Part(field, TODO, f"still {got!r}: fill in GPT-2 small's value"))
         else:
-            part = run.add(Part(field, FAIL, f"{got!r}, expected {want[field]!r}"))
-            known = MISTAKES[field].get(got)
-            if known:
-                part.details += [f"that is {known[0]}", f"hint: {known[1]}"]
+            known = next((m for value, m in MISTAKES[field].items() if _same(got, value) or got is value), None)
+            run.add(Part(field, FAIL, f"{got!r}, expected {want[field]!r}", mistake=known))
     return run.finish()

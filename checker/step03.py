@@ -38,6 +38,8 @@ MISTAKES = [
             "each token is normalised on its own: the last axis", partial(ref.layer_norm, axis=-2)),
 ]
 
+CATALOGUE = MISTAKES
+
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)

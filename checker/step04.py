@@ -32,6 +32,8 @@ MISTAKES = [
             partial(ref.mlp, proj_bias=False)),
 ]
 
+CATALOGUE = MISTAKES
+
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)

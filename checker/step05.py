@@ -18,7 +18,13 @@ TOKEN_MISTAKES = [
             "GPT-2 uses the table's rows as they are", lambda table, ids: table[ids] * np.sqrt(table.shape[1])),
     Mistake("embedding-off-by-one", "each token got the row after its own", "row i belongs to token id i",
             lambda table, ids: table[np.minimum(ids + 1, len(table) - 1)]),
+    Mistake("embedding-flattened", "the ids were flattened and the result was not reshaped back: [B*T, C]",
+            "gather with the [B, T] ids as they are; the rows come back as [B, T, C]",
+            lambda table, ids: table[ids.reshape(-1)]),
+    Mistake("embedding-first-sequence", "only the first sequence was looked up (input_ids[0]): [T, C]",
+            "keep the batch axis: every sequence gets its own rows", lambda table, ids: table[ids[0]]),
 ]
+CATALOGUE = TOKEN_MISTAKES
 
 
 def load_table(run: StepRun, cls, config, name: str, state, try_forward) -> object | None:

@@ -15,17 +15,25 @@ from checker.step05 import load_table
 from checker.weights import Checkpoint
 
 
-def _positions_mistakes(T: int, past: int) -> list[Mistake]:
-    return [
-        Mistake("positions-ignore-past", "the positions start at 0 even after cached tokens",
-                "with past_length cached tokens, the first new token is at position past_length",
-                lambda table: table[np.arange(T)]),
-        Mistake("positions-off-by-one", "the positions start one too late (at past_length + 1)",
-                "positions count from 0", lambda table: table[np.arange(past + 1, past + T + 1)]),
-        Mistake("embedding-scaled", "the embeddings were multiplied by sqrt(n_embd)",
-                "GPT-2 uses the table's rows as they are",
-                lambda table: table[np.arange(past, past + T)] * np.sqrt(table.shape[1])),
-    ]
+MISTAKES = [
+    Mistake("positions-ignore-past", "the positions start at 0 even after cached tokens",
+            "with past_length cached tokens, the first new token is at position past_length",
+            lambda table, T, past: table[:T]),
+    Mistake("positions-off-by-one", "the positions start one too late (at past_length + 1)",
+            "positions count from 0", lambda table, T, past: table[past + 1:past + T + 1]),
+    Mistake("positions-end-is-seq-len", "the positions end at seq_len instead of past_length + seq_len",
+            "arange's second argument is where it stops: past_length + seq_len",
+            lambda table, T, past: table[past:T]),
+    Mistake("positions-whole-table", "the whole table was returned, one row per possible position",
+            "return only the rows of the positions asked for", lambda table, T, past: table),
+    Mistake("positions-batch-axis", "a batch axis was added: [1, T, C] instead of [T, C]",
+            "return [seq_len, n_embd]; it broadcasts over the batch when added to the token embeddings",
+            lambda table, T, past: table[None, past:past + T]),
+    Mistake("embedding-scaled", "the embeddings were multiplied by sqrt(n_embd)",
+            "GPT-2 uses the table's rows as they are",
+            lambda table, T, past: table[past:past + T] * np.sqrt(table.shape[1])),
+]
+CATALOGUE = MISTAKES
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -46,5 +54,5 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     table = state["weight"].astype(np.float64)
     for name, (past, want) in parts.items():
         run.run_part(name, lambda past=past: module.forward(T, past), (), want, ("positions", ""),
-                     _positions_mistakes(T, past), (table,), what="forward")
+                     MISTAKES, (table, T, past), what="forward")
     return run.finish()

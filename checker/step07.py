@@ -67,6 +67,13 @@ SPLIT_MISTAKES = [
         "reshape to [B, T, H, D] first, then transpose; a reshape alone never moves data between axes",
         lambda t, H: t.reshape(t.shape[0], H, t.shape[1], -1),
     ),
+    Mistake(
+        "split-batch-axis",
+        "the batch axis was swapped with the heads ([H, T, B, D]), so attention would run across the "
+        "sequences of the batch instead of across the tokens",
+        "swap the token and head axes (1 and 2 of [B, T, H, D]); the batch axis stays first",
+        lambda t, H: t.reshape(*t.shape[:2], H, -1).swapaxes(0, 2),
+    ),
 ]
 
 MERGE_MISTAKES = [
@@ -148,6 +155,11 @@ ATTN_MISTAKES = [
     ),
 ]
 
+def _inverse(order: str) -> str:
+    """`key, value, query = split(...)` ("kvq") takes q from the third third: attention_np's order "vqk"."""
+    return "".join("qkv"[order.index(name)] for name in "qkv")
+
+
 _ORDERS = {"qvk": "query, value, key", "kqv": "key, query, value", "kvq": "key, value, query",
            "vqk": "value, query, key", "vkq": "value, key, query"}
 
@@ -157,7 +169,7 @@ FORWARD_MISTAKES = [
             f"split-order-{order}",
             f"c_attn's output was used as ({_ORDERS[order]}); it holds (query, key, value) in that order",
             "split c_attn's output into three along the last axis and keep the order q, k, v",
-            partial(ref.forward, order=order),
+            partial(ref.forward, order=_inverse(order)),
         )
         for order in _ORDERS
     ),
@@ -187,6 +199,9 @@ FORWARD_MISTAKES = [
         partial(ref.forward, proj_bias=False),
     ),
 ]
+
+
+CATALOGUE = [*SPLIT_MISTAKES, *MERGE_MISTAKES, *ATTN_MISTAKES, *FORWARD_MISTAKES]
 
 
 def _forward_with(part: str, m: Mistake) -> Mistake:

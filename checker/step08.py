@@ -19,6 +19,8 @@ from checker.runner import StepRun
 from checker.weights import Checkpoint
 
 AXES = ("sequences", "positions", "")
+# Each computes half(x, ln, sublayer) wired wrongly, from the numpy ln and sub-layer.
+CATALOGUE = [Mistake(f"residual-{w}", says, hint, partial(half, wiring=w)) for w, (says, hint) in WIRING_MISTAKES.items()]
 
 
 def reference_modules(checkpoint: Checkpoint, run: StepRun) -> dict[str, object]:
@@ -56,8 +58,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         "MLP half": (refs["ln_2_in"], modules["ln_2"], modules["mlp"], refs["h0_out"], block.ln_2, block.mlp),
     }
     for name, (x, ln, sublayer, want, ln_np, sub_np) in halves.items():
-        mistakes = [Mistake(f"residual-{w}", says, hint, partial(half, ln=ln_np, sublayer=sub_np, wiring=w))
-                    for w, (says, hint) in WIRING_MISTAKES.items()]
-        run.run_part(name, lambda x, ln=ln, sublayer=sublayer: fn(x, ln, sublayer), (x,), want, AXES, mistakes,
-                     what="residual_step")
+        run.run_part(name, lambda x, ln=ln, sublayer=sublayer: fn(x, ln, sublayer), (x,), want, AXES, CATALOGUE,
+                     (ln_np, sub_np), what="residual_step")
     return run.finish()

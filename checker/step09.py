@@ -23,23 +23,26 @@ CLASS = "GPT2Block"
 AXES = ("sequences", "positions", "")
 
 
-def block_mistakes(b: Block) -> list[Mistake]:
-    """Wiring mistakes of a whole block, as functions of its input."""
-    def both(x, wiring):
-        return half(half(x, b.ln_1, b.attn, wiring=wiring), b.ln_2, b.mlp, wiring=wiring)
+def _both(x, b: Block, wiring: str):
+    return half(half(x, b.ln_1, b.attn, wiring=wiring), b.ln_2, b.mlp, wiring=wiring)
 
-    return [
-        *(Mistake(f"residual-{w}", says, hint, partial(both, wiring=w)) for w, (says, hint) in WIRING_MISTAKES.items()),
-        Mistake("block-ln-swapped", "ln_2 was used before the attention and ln_1 before the MLP",
-                "ln_1 goes with attn, ln_2 with mlp", lambda x: half(half(x, b.ln_2, b.attn), b.ln_1, b.mlp)),
-        Mistake("block-mlp-first", "the MLP ran before the attention", "attention first, then the MLP",
-                lambda x: half(half(x, b.ln_2, b.mlp), b.ln_1, b.attn)),
-        Mistake("block-no-mlp", "the MLP half is missing", "the block ends with x + mlp(ln_2(x))",
-                lambda x: half(x, b.ln_1, b.attn)),
-        Mistake("block-parallel", "attention and MLP both read the block's input (in parallel)",
-                "the MLP reads the stream after the attention was added",
-                lambda x: x + b.attn(b.ln_1(x)) + b.mlp(b.ln_2(x))),
-    ]
+
+# Wiring mistakes of a whole block, each computed from its input x and the numpy Block b.
+CATALOGUE = [
+    *(Mistake(f"residual-{w}", says, hint, partial(_both, wiring=w)) for w, (says, hint) in WIRING_MISTAKES.items()),
+    Mistake("block-ln-swapped", "ln_2 was used before the attention and ln_1 before the MLP",
+            "ln_1 goes with attn, ln_2 with mlp", lambda x, b: half(half(x, b.ln_2, b.attn), b.ln_1, b.mlp)),
+    Mistake("block-ln-1-twice", "ln_1 was used before both the attention and the MLP",
+            "each half has its own LayerNorm: ln_2 goes before the MLP",
+            lambda x, b: half(half(x, b.ln_1, b.attn), b.ln_1, b.mlp)),
+    Mistake("block-mlp-first", "the MLP ran before the attention", "attention first, then the MLP",
+            lambda x, b: half(half(x, b.ln_2, b.mlp), b.ln_1, b.attn)),
+    Mistake("block-no-mlp", "the MLP half is missing", "the block ends with x + mlp(ln_2(x))",
+            lambda x, b: half(x, b.ln_1, b.attn)),
+    Mistake("block-parallel", "attention and MLP both read the block's input (in parallel)",
+            "the MLP reads the stream after the attention was added",
+            lambda x, b: x + b.attn(b.ln_1(x)) + b.mlp(b.ln_2(x))),
+]
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -60,6 +63,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", module.forward, (refs["h0_in"],), refs["h0_out"], AXES,
-                       block_mistakes(Block(checkpoint, LAYER)))
+                       CATALOGUE, (Block(checkpoint, LAYER),))
     run.point_to_earlier_steps(fwd)
     return run.finish()

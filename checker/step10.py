@@ -36,23 +36,30 @@ def body_names(checkpoint: Checkpoint) -> list[str]:
     return sorted(n for n in names if not n.endswith(BUFFERS))
 
 
-def model_mistakes(checkpoint: Checkpoint, ids: np.ndarray, n_layer: int) -> list[Mistake]:
-    """The model's wiring mistakes; the numpy model is built only if one is needed."""
-    model = functools.cache(lambda: Model(checkpoint))
-    return [
-        Mistake("model-no-ln-f", "ln_f was not applied at the end", "finish with self.ln_f(...)",
-                lambda: model().hidden(ids, ln_f=False)),
-        Mistake("model-no-positions", "the position embeddings were not added",
-                "add self.wpe's [T, C] to the token embeddings", lambda: model().hidden(ids, positions=False)),
-        Mistake("model-embeddings-scaled", "the token embeddings were multiplied by sqrt(n_embd)",
-                "GPT-2 adds the table rows as they are", lambda: model().hidden(ids, scale=np.sqrt(768))),
-        Mistake("model-blocks-reversed", "the blocks ran from h.11 down to h.0", "run h.0 first",
-                lambda: model().hidden(ids, order=range(n_layer - 1, -1, -1))),
-        Mistake("model-one-block", "only the first block ran", "run every block of self.h, in order",
-                lambda: model().hidden(ids, order=[0])),
-        Mistake("model-last-block-only", "each block read the embeddings, not the previous block's output",
-                "feed each block's output to the next", lambda: model().hidden(ids, order=[n_layer - 1])),
-    ]
+def _reversed(model) -> range:
+    return range(len(model.blocks) - 1, -1, -1)
+
+
+# Each computes the last hidden state [B, T, C] with the mistake from `model`,
+# a function that returns the numpy GPT-2 (built only when a mistake is needed), and the ids.
+CATALOGUE = [
+    Mistake("model-no-ln-f", "ln_f was not applied at the end", "finish with self.ln_f(...)",
+            lambda model, ids: model().hidden(ids, ln_f=False)),
+    Mistake("model-ln-f-every-block", "ln_f was applied after every block instead of once at the end",
+            "ln_f runs once, after the last block", lambda model, ids: model().hidden(ids, ln_f="each")),
+    Mistake("model-no-positions", "the position embeddings were not added",
+            "add self.wpe's [T, C] to the token embeddings", lambda model, ids: model().hidden(ids, positions=False)),
+    Mistake("model-embeddings-scaled", "the token embeddings were multiplied by sqrt(n_embd)",
+            "GPT-2 adds the table rows as they are",
+            lambda model, ids: model().hidden(ids, scale=np.sqrt(model().wte.shape[1]))),
+    Mistake("model-blocks-reversed", "the blocks ran from the last down to h.0", "run h.0 first",
+            lambda model, ids: model().hidden(ids, order=_reversed(model()))),
+    Mistake("model-one-block", "only the first block ran", "run every block of self.h, in order",
+            lambda model, ids: model().hidden(ids, order=[0])),
+    Mistake("model-last-block-only", "each block read the embeddings, not the previous block's output",
+            "feed each block's output to the next",
+            lambda model, ids: model().hidden(ids, order=[len(model().blocks) - 1])),
+]
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -74,6 +81,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
-                       model_mistakes(checkpoint, ids, config.n_layer))
+                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids))
     run.point_to_earlier_steps(fwd)
     return run.finish()

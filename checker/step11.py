@@ -36,15 +36,37 @@ def stored_tensors(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     return load_file(checkpoint.path / MODEL_FILE)
 
 
-def original_layout(tensors: dict[str, np.ndarray], n_positions: int) -> dict[str, np.ndarray]:
-    """The same weights as openai-community/gpt2's own file names and pads them."""
+def original_layout(tensors: dict[str, np.ndarray], n_positions: int, *, prefix: bool = False,
+                    buffers: bool = True, lm_head: bool = True) -> dict[str, np.ndarray]:
+    """The same weights as openai-community/gpt2's own file names and pads them.
+
+    The switches undo one difference at a time, to find the one a loader trips on.
+    """
     out = {name.removeprefix("transformer."): value for name, value in tensors.items()}
     mask = np.tril(np.ones((n_positions, n_positions), dtype=np.float32))[None, None]
-    for layer in sorted({n.split(".")[1] for n in out if n.startswith("h.")}, key=int):
+    for layer in sorted({n.split(".")[1] for n in out if n.startswith("h.")}, key=int) if buffers else []:
         out[f"h.{layer}.attn.bias"] = mask
         out[f"h.{layer}.attn.masked_bias"] = np.array(-1e4, dtype=np.float32)
-    out["lm_head.weight"] = out["wte.weight"]
+    if prefix:
+        out = {f"transformer.{name}": value for name, value in out.items()}
+    if lm_head:
+        out["lm_head.weight"] = out.get("wte.weight", out.get("transformer.wte.weight"))
     return out
+
+
+CONV1D_NOT_TRANSPOSED = Mistake(
+    "load-conv1d-not-transposed", "a Conv1D weight was loaded as stored, [in, out]",
+    "Conv1D weights (c_attn, c_proj, c_fc) must be transposed for Linear: value.T")
+# The original layout's differences, each with the switch that undoes it.
+LAYOUT_MISTAKES = {
+    "buffers": Mistake("load-buffers-kept", "the causal-mask buffers attn.bias / attn.masked_bias were loaded "
+                       "as if they were parameters", "skip names ending in .attn.bias or .attn.masked_bias: "
+                       "they are the mask, not weights (careful: c_attn.bias is a weight)"),
+    "lm_head": Mistake("load-lm-head-kept", "the stored lm_head.weight was loaded, but the model has no lm_head",
+                       "the head is tied to wte: skip lm_head.weight"),
+    "prefix": Mistake("load-prefix-assumed", "the loader expects every name to start with `transformer.`; "
+                      "the original file has no prefix", "add `transformer.` to names that lack it"),
+}
 
 
 def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tuple[Part, object | None]:
@@ -66,30 +88,46 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tu
         if value.shape == want.shape and np.array_equal(value, want):
             continue
         if value.shape == want.shape[::-1] or (value.shape == want.shape and np.array_equal(value, want.T)):
-            return Part(name, FAIL, f"{n} holds Hugging Face's [in, out] layout",
-                        ["Conv1D weights (c_attn, c_proj, c_fc) must be transposed for Linear: value.T"]), None
+            return Part(name, FAIL, f"{n} holds Hugging Face's [in, out] layout", mistake=CONV1D_NOT_TRANSPOSED), None
         return Part(name, FAIL, f"{n} does not hold GPT-2's {n}"), None
     return Part(name, PASS, f"all {len(expected)} parameters hold GPT-2's values"), model
 
 
-def logits_mistakes(checkpoint: Checkpoint, ids: np.ndarray) -> list[Mistake]:
-    model = functools.cache(lambda: Model(checkpoint))
+def _softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
-    def logits(**switches):
-        return model().hidden(ids, **switches) @ model().wte.T.astype(np.float64)
 
-    def softmax(z):
-        e = np.exp(z - z.max(-1, keepdims=True))
-        return e / e.sum(-1, keepdims=True)
+def _logits(model, ids, **switches):
+    return model().hidden(ids, **switches) @ model().wte.T.astype(np.float64)
 
-    return [
-        Mistake("logits-softmax", "forward returned probabilities (softmax), not logits",
-                "return the raw scores; sampling applies softmax later", lambda: softmax(logits())),
-        Mistake("logits-log-softmax", "forward returned log-probabilities, not logits",
-                "return the raw scores", lambda: np.log(softmax(logits()))),
-        Mistake("logits-before-ln-f", "the head read the hidden states before ln_f",
-                "GPT2Model's output already has ln_f applied: use it", lambda: logits(ln_f=False)),
-    ]
+
+# Each computes the logits [B, T, V] with the mistake from `model` (a function that
+# returns the numpy GPT-2, built only when needed) and the ids.
+LOGITS_MISTAKES = [
+    Mistake("logits-softmax", "forward returned probabilities (softmax), not logits",
+            "return the raw scores; sampling applies softmax later", lambda model, ids: _softmax(_logits(model, ids))),
+    Mistake("logits-log-softmax", "forward returned log-probabilities, not logits",
+            "return the raw scores", lambda model, ids: np.log(_softmax(_logits(model, ids)))),
+    Mistake("logits-before-ln-f", "the head read the hidden states before ln_f",
+            "GPT2Model's output already has ln_f applied: use it", lambda model, ids: _logits(model, ids, ln_f=False)),
+]
+CATALOGUE = [CONV1D_NOT_TRANSPOSED, *LAYOUT_MISTAKES.values(), *LOGITS_MISTAKES]
+
+
+def _pretransposed(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The checkpoint with its Conv1D weights already in Linear's [out, in] layout."""
+    conv1d = ("c_attn", "c_proj", "c_fc")
+    return {n: v.T.copy() if n.endswith(".weight") and n.split(".")[-2] in conv1d else v for n, v in tensors.items()}
+
+
+def _first_that_loads(run: StepRun, build, load, candidates, expected) -> Mistake | None:
+    """The mistake whose undoing makes the learner's loader work: of (mistake, tensors with
+    that one difference undone), the first whose tensors load right."""
+    for mistake, tensors in candidates:
+        if _loading_part("", run, build, load, tensors, expected)[0].status == PASS:
+            return mistake
+    return None
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -109,15 +147,25 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     expected = {f"transformer.{n}": v for n, v in hf_state(checkpoint, "transformer.", names).items()}
     tensors = stored_tensors(checkpoint)
     part, model = _loading_part("loading this checkpoint", run, lambda: cls(config), load, tensors, expected)
+    if part.status == FAIL and part.mistake is None:
+        part.mistake = _first_that_loads(run, lambda: cls(config), load,
+                                         [(CONV1D_NOT_TRANSPOSED, _pretransposed(tensors))], expected)
     run.add(part)
     part, _ = _loading_part("loading the original GPT-2 layout", run, lambda: cls(config), load,
                             original_layout(tensors, config.n_positions), expected)
+    if part.status == FAIL and model is not None:
+        undone = {"buffers": {"buffers": False}, "lm_head": {"lm_head": False}, "prefix": {"prefix": True}}
+        part.mistake = _first_that_loads(
+            run, lambda: cls(config), load,
+            [(LAYOUT_MISTAKES[k], original_layout(tensors, config.n_positions, **switch)) for k, switch in undone.items()],
+            expected)
     run.add(part)
     ids = refs["ids"]
     if model is None:
         run.todo_only(["logits"], lambda: cls(config).forward(int_tensor(ids)))
         return run.finish("needs the checkpoint to load")
     logits = run.run_part("logits", lambda: model.forward(int_tensor(ids)), (), refs["logits"], AXES,
-                          logits_mistakes(checkpoint, ids), tol=LOGITS_TOL, what="forward")
+                          LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=LOGITS_TOL,
+                          what="forward")
     run.point_to_earlier_steps(logits)
     return run.finish()

@@ -13,10 +13,12 @@ once, so this step is judged on its own logic. Parts:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
+from checker.compare import Mistake
 from checker.learner import LearnerError
 from checker.reference import NEW_TOKENS, PROMPT, activations, greedy_continuation
 from checker.report import FAIL, PASS, Part, Report
@@ -68,12 +70,37 @@ def _expected(logits: np.ndarray, temperature: float, top_k: int | None) -> np.n
     return p / p.sum()
 
 
-DISTRIBUTION_MISTAKES = {
-    "temperature multiplied": ("the logits were multiplied by the temperature instead of divided",
-                               lambda z: _expected(z * TEMPERATURE * TEMPERATURE, TEMPERATURE, TOP_K)),
-    "no temperature": ("the temperature was not applied", lambda z: _expected(z, 1.0, TOP_K)),
-    "no top-k": ("top_k was not applied: every token can be drawn", lambda z: _expected(z, TEMPERATURE, None)),
-}
+# Greedy mistakes: each computes the greedy continuation it would give, from the model and the prompt.
+GREEDY_MISTAKES = [
+    Mistake("greedy-first-position", "the first position's logits were used instead of the last's",
+            "the next token comes from logits[0, -1], the last position",
+            lambda model, prompt: _greedy_with(model, prompt, lambda z, ids: int(np.argmax(z[0])))),
+    Mistake("greedy-argmin", "the smallest logit was picked (argmin)", "greedy picks the highest logit: np.argmax",
+            lambda model, prompt: _greedy_with(model, prompt, lambda z, ids: int(np.argmin(z[-1])))),
+    Mistake("greedy-not-fed-back", "the new tokens were not appended to the input: the model saw only the prompt",
+            "append each new id to the sequence before the next call",
+            lambda model, prompt: [int(np.argmax(_last_logits(model, prompt)))] * NEW_TOKENS),
+]
+TOP_K_IGNORED = Mistake("top-k-ignored", "top_k was not applied: tokens outside the k best can be drawn",
+                        "set every logit below the k-th largest to -inf before the softmax")
+# Distribution mistakes: each computes the distribution its draws follow, from the logits.
+DISTRIBUTION_MISTAKES = [
+    Mistake("temperature-multiplied", "the logits were multiplied by the temperature instead of divided",
+            "logits / temperature: a low temperature sharpens the distribution",
+            lambda z: _expected(z * TEMPERATURE * TEMPERATURE, TEMPERATURE, TOP_K)),
+    Mistake("temperature-ignored", "the temperature was not applied", "divide the logits by the temperature",
+            lambda z: _expected(z, 1.0, TOP_K)),
+    dataclasses.replace(TOP_K_IGNORED, compute=lambda z: _expected(z, TEMPERATURE, None)),
+]
+SEED_IGNORED = Mistake("seed-ignored", "the same seed gave different tokens: the generator is not seeded",
+                       "make one np.random.default_rng(seed) per generate call and draw from it")
+SEED_FIXED = Mistake("seed-fixed", "seeds 0 and 1 gave the same tokens: the seed argument is not used",
+                     "pass the seed argument to np.random.default_rng")
+ENCODING_RETURNED = Mistake("encode-returns-encoding", "encode returned the tokenizer's Encoding object, not its ids",
+                            "tokenizer.encode(text) returns an Encoding: its .ids are the token ids")
+RAW_TOKENS = Mistake("decode-raw-tokens", "decode joined the BPE token strings (with Ġ for a space) "
+                     "instead of decoding them to text", "tokenizer.decode(ids) turns byte-level tokens back into text")
+CATALOGUE = [ENCODING_RETURNED, RAW_TOKENS, *GREEDY_MISTAKES, *DISTRIBUTION_MISTAKES, SEED_IGNORED, SEED_FIXED]
 
 
 def prepare(checkpoint: Checkpoint) -> None:
@@ -96,12 +123,20 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 
     try:
         got_ids = run.call(fns["encode"], tokenizer, PROMPT)
-        text = run.call(fns["decode"], tokenizer, prompt + want)
-        wanted_text = tokenizer.decode(prompt + want)
-        if list(got_ids) != prompt:
+        # The prompt and the expected continuation, less ids the tokenizer lacks (the synthetic
+        # checkpoint's model has GPT-2's 50257 ids; its stand-in tokenizer has fewer).
+        ids = prompt + [i for i in want if i < tokenizer.get_vocab_size()]
+        text = run.call(fns["decode"], tokenizer, ids)
+        wanted_text = tokenizer.decode(ids)
+        if getattr(got_ids, "ids", None) == prompt:
+            run.add(Part("encode/decode", FAIL, f"encode gave {type(got_ids).__name__}, not a list of ids",
+                         mistake=ENCODING_RETURNED))
+        elif list(got_ids) != prompt:
             run.add(Part("encode/decode", FAIL, f"encode gave {list(got_ids)[:8]}..., expected {prompt[:8]}..."))
         elif text != wanted_text:
-            run.add(Part("encode/decode", FAIL, f"decode gave {text[:40]!r}, expected {wanted_text[:40]!r}"))
+            raw = "".join(tokenizer.id_to_token(i) for i in ids)
+            run.add(Part("encode/decode", FAIL, f"decode gave {text[:40]!r}, expected {wanted_text[:40]!r}",
+                         mistake=RAW_TOKENS if text == raw else None))
         else:
             run.add(Part("encode/decode", PASS, f"{len(prompt)} ids and back to the same text"))
     except LearnerError as e:
@@ -118,27 +153,21 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         if greedy == want:
             run.add(Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}..."))
         else:
-            part = run.add(Part("greedy", FAIL, _first_difference(greedy, want)))
-            known = {
-                "the first position's logits were used instead of the last's":
-                    lambda: _greedy_with(model, prompt, lambda z, ids: int(np.argmax(z[0]))),
-                "the smallest logit was picked (argmin)":
-                    lambda: _greedy_with(model, prompt, lambda z, ids: int(np.argmin(z[-1]))),
-            }
-            for says, compute in known.items():
-                if compute() == greedy:
-                    part.details.append(f"likely mistake: {says}")
-                    break
-            else:
-                part.details.append("hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax")
+            mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
+            run.add(Part("greedy", FAIL, _first_difference(greedy, want), [] if mistake else
+                         ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"], mistake))
     except LearnerError as e:
         run.add(Part.from_error("greedy", e))
         greedy = None
 
     try:
         top1 = tokens(temperature=0.8, top_k=1, seed=0)
-        run.add(Part("top_k=1", PASS, "equals greedy") if top1 == want else
-                Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {_first_difference(top1, want)}"))
+        if top1 == want:
+            run.add(Part("top_k=1", PASS, "equals greedy"))
+        else:  # the same draws without top_k mean top_k changed nothing
+            ignored = tokens(temperature=0.8, seed=0) == top1
+            run.add(Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {_first_difference(top1, want)}",
+                         mistake=TOP_K_IGNORED if ignored else None))
     except LearnerError as e:
         run.add(Part.from_error("top_k=1", e))
 
@@ -146,10 +175,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         a, b, c = (tokens(temperature=1.5, top_k=40, seed=s) for s in (0, 0, 1))
         outside = [i for i, t in enumerate(a) if t not in np.argsort(_last_logits(model, prompt + a[:i]))[-40:]]
         if a != b:
-            run.add(Part("seeded sampling", FAIL, "the same seed gave different tokens",
-                         ["hint: make one np.random.default_rng(seed) per generate call and draw from it"]))
+            run.add(Part("seeded sampling", FAIL, "the same seed gave different tokens", mistake=SEED_IGNORED))
         elif a == c:
-            run.add(Part("seeded sampling", FAIL, "seeds 0 and 1 gave the same tokens: is the seed used?"))
+            run.add(Part("seeded sampling", FAIL, "seeds 0 and 1 gave the same tokens", mistake=SEED_FIXED))
         elif outside:
             run.add(Part("seeded sampling", FAIL, f"token {outside[0]} is not among the model's top 40"))
         else:
@@ -183,9 +211,6 @@ def _distribution_part(run: StepRun, next_token, logits: np.ndarray) -> Part:
     setting = f"{DRAWS} draws from {CANDIDATES} logits at T={TEMPERATURE}, top_k={TOP_K}"
     if tv <= TV_LIMIT:
         return Part(name, PASS, f"{setting}: total variation {tv:.3f} <= {TV_LIMIT}")
-    part = Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k")
-    for says, dist in DISTRIBUTION_MISTAKES.values():
-        if 0.5 * np.abs(seen - dist(logits)).sum() <= TV_LIMIT:
-            part.details.append(f"likely mistake: {says}")
-            break
-    return part
+    mistake = next((m for m in DISTRIBUTION_MISTAKES if 0.5 * np.abs(seen - m.compute(logits)).sum() <= TV_LIMIT), None)
+    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
+                mistake=mistake)

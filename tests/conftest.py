@@ -5,6 +5,9 @@ its results do not depend on what a machine has downloaded.
 """
 
 import os
+import subprocess
+import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,18 @@ def write_step(tmp_path):
     return write
 
 
+# Set in this process by MAX's Mojo runtime once it loads; a child Python must not inherit them
+# (PYTHONEXECUTABLE points at the system python3, which makes the child lose the venv).
+_MOJO_ENV = ("PYTHONEXECUTABLE", "MOJO_PYTHON_LIBRARY", "PYTHONPATH")
+
+
+def run_python(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m ...` in a child process, as a learner would run it, on the synthetic checkpoint."""
+    env = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd,
+                          env={**env, "GPT2_WEIGHTS": "synthetic"}, timeout=timeout)
+
+
 def solution_source(step: str) -> str:
     return (REPO / "solutions" / f"solution_{step}.py").read_text()
 
@@ -52,3 +67,24 @@ def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
         return source
     assert source.count(old) == 1, f"mutation target occurs {source.count(old)} times: {old!r}"
     return source.replace(old, new)
+
+
+# step -> {mistake id: (caught, named)}, filled by tests/test_catalogue.py
+MUTATION_RESULTS: dict[str, dict[str, tuple[bool, bool]]] = defaultdict(dict)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The mutation suite's table: per step, mistakes injected, caught (the check failed), named."""
+    if not MUTATION_RESULTS:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("mistake catalogue: injected into the solutions")
+    write("| step | mistakes | caught | named |")
+    write("|---|---|---|---|")
+    totals = [0, 0, 0]
+    for step in sorted(MUTATION_RESULTS):
+        results = MUTATION_RESULTS[step].values()
+        row = [len(results), sum(c for c, _ in results), sum(n for _, n in results)]
+        totals = [t + r for t, r in zip(totals, row)]
+        write(f"| {step} | {row[0]} | {row[1]} | {row[2]} |")
+    write(f"| all | {totals[0]} | {totals[1]} | {totals[2]} |")

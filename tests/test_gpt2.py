@@ -1,15 +1,10 @@
 """`pixi run gpt2`: the course's model writes, and its tokens equal transformers'."""
 
-import os
-import subprocess
-import sys
-
-from checker.paths import REPO
+from tests.conftest import run_python
 
 
 def _gpt2(*args):
-    return subprocess.run([sys.executable, "-m", "gpt2", *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "GPT2_WEIGHTS": "synthetic"}, timeout=900)
+    return run_python("-m", "gpt2", *args)
 
 
 def test_solutions_generate_the_same_tokens_as_transformers(checkpoint):

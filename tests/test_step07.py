@@ -1,9 +1,7 @@
-"""Step 07: the check passes the solution and correct variants, and catches and
-names each injected mistake."""
+"""Step 07: the check passes the solution, explains construction mistakes, points
+at the broken part, and survives MAX errors, endless loops, printing and syntax
+errors. Its mistakes are proven in test_catalogue.py, its variants in test_variants.py."""
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +9,7 @@ import pytest
 from checker import step07
 from checker.paths import REPO
 from checker.report import FAIL, PASS, TODO
-from tests.conftest import mutate, solution_source
+from tests.conftest import mutate, run_python, solution_source
 
 PARTS = ["construction", "_split_heads", "_merge_heads", "_attn", "forward"]
 
@@ -29,80 +27,6 @@ def test_untouched_skeleton_reports_not_implemented_per_part(checkpoint):
     for part in report.parts[1:]:
         assert part.summary.startswith("not implemented yet (steps/step_07.py:")
     assert "Traceback" not in report.render()
-    assert not report.ok
-
-
-@pytest.mark.parametrize(
-    "variant", sorted(p.name for p in (Path(__file__).parent / "variants").glob("step07_*.py"))
-)
-def test_correct_variants_pass(checkpoint, variant):
-    report = step07.check(Path(__file__).parent / "variants" / variant, checkpoint)
-    assert report.ok, report.render()
-
-
-# (mistake id the check must name, the first part that must fail, text in the solution, replacement)
-MUTATIONS = [
-    ("no-causal-mask", "_attn",
-     "attn_weights = attn_weights + mask  # future positions -> -inf", "pass"),
-    ("scale-sqrt-n-embd", "_attn",
-     "math.sqrt(int(value.shape[-1]))", "math.sqrt(self.embed_dim)"),
-    ("no-scale", "_attn",
-     "attn_weights = attn_weights / math.sqrt(int(value.shape[-1]))", "pass"),
-    ("scale-head-dim", "_attn",
-     "math.sqrt(int(value.shape[-1]))", "int(value.shape[-1])"),
-    ("softmax-wrong-axis", "_attn", "F.softmax(attn_weights, axis=-1)", "F.softmax(attn_weights, axis=-2)"),
-    ("mask-added-after-softmax", "_attn",
-     "        attn_weights = attn_weights + mask  # future positions -> -inf\n\n"
-     "        attn_weights = F.softmax(attn_weights, axis=-1)  # each row sums to 1\n",
-     "        attn_weights = F.softmax(attn_weights, axis=-1)\n"
-     "        attn_weights = attn_weights + mask\n"),
-    ("split-heads-last-shape", "_split_heads",
-     "[num_heads, attn_head_size]\n        tensor = tensor.reshape(new_shape)  # [B, T, H, D]",
-     "[attn_head_size, num_heads]\n        tensor = tensor.reshape(new_shape)"),
-    ("split-no-transpose", "_split_heads",
-     "return tensor.transpose(-3, -2)  # [B, H, T, D]", "return tensor"),
-    ("merge-no-transpose", "_merge_heads",
-     "tensor = tensor.transpose(-3, -2)  # [B, T, H, D]\n        new_shape = list(tensor.shape[:-2])",
-     "new_shape = [tensor.shape[0], tensor.shape[2]]"),
-    ("split-order-kqv", "forward", "query, key, value = F.split(", "key, query, value = F.split("),
-    ("split-order-vkq", "forward", "query, key, value = F.split(", "value, key, query = F.split("),
-    ("c-proj-untransposed", "forward",
-     "return self.c_proj(attn_output)  # [B, T, C]",
-     "return attn_output @ self.c_proj.weight + self.c_proj.bias"),
-    ("no-c-proj", "forward", "return self.c_proj(attn_output)  # [B, T, C]", "return attn_output"),
-    ("merge-wrong-order", "_merge_heads",
-     "tensor = tensor.transpose(-3, -2)  # [B, T, H, D]", "tensor = tensor.permute([0, 2, 3, 1])"),
-    ("split-reshape-only", "_split_heads",
-     "tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n        return tensor.transpose(-3, -2)  # [B, H, T, D]",
-     "return tensor.reshape([tensor.shape[0], num_heads, tensor.shape[1], attn_head_size])"),
-    ("split-heads-last", "_split_heads",
-     "[num_heads, attn_head_size]\n        tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n"
-     "        return tensor.transpose(-3, -2)  # [B, H, T, D]",
-     "[attn_head_size, num_heads]\n        return tensor.reshape(new_shape).permute([0, 3, 1, 2])"),
-    ("mask-zero-one", "_attn", "attn_weights = attn_weights + mask  # future positions -> -inf",
-     "attn_weights = attn_weights + F.band_part(F.broadcast_to(Tensor(1.0, dtype=query.dtype, "
-     "device=query.device), [seq_len, seq_len]), num_lower=None, num_upper=0, exclude=True)"),
-    ("mask-after-softmax", "_attn",
-     "        attn_weights = attn_weights + mask  # future positions -> -inf\n\n"
-     "        attn_weights = F.softmax(attn_weights, axis=-1)  # each row sums to 1\n",
-     "        attn_weights = F.softmax(attn_weights, axis=-1)\n"
-     "        attn_weights = attn_weights * F.band_part(F.broadcast_to(Tensor(1.0, dtype=query.dtype, "
-     "device=query.device), [seq_len, seq_len]), num_lower=None, num_upper=0)\n"),
-    ("c-attn-no-bias", "forward", "self.c_attn(hidden_states), [self.split_size]",
-     "hidden_states @ self.c_attn.weight.T, [self.split_size]"),
-    ("c-proj-no-bias", "forward", "return self.c_proj(attn_output)  # [B, T, C]",
-     "return attn_output @ self.c_proj.weight.T"),
-]
-
-
-@pytest.mark.parametrize("mistake, part, old, new", MUTATIONS, ids=[m[0] for m in MUTATIONS])
-def test_injected_mistake_fails_and_is_named(checkpoint, write_step, mistake, part, old, new):
-    report = step07.check(write_step(mutate(solution_source("07"), old, new)), checkpoint)
-    failing = [p for p in report.parts if p.status != PASS]
-    assert failing and failing[0].name == part, report.render()
-    assert failing[0].mistake is not None and failing[0].mistake.id == mistake, report.render()
-    text = report.render()
-    assert "likely mistake: " + failing[0].mistake.says in text and "hint: " in text
     assert not report.ok
 
 
@@ -140,14 +64,11 @@ def test_max_errors_are_translated(checkpoint, write_step):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "checker", "07", *args],
-        capture_output=True, text=True, cwd="/", env={**os.environ, "GPT2_WEIGHTS": "synthetic"},
-    )
+    return run_python("-m", "checker", "07", *args, cwd=Path("/"))
 
 
 def test_command_exits_zero_only_when_every_part_passes(checkpoint, write_step):
-    good = _cli("--solution")
+    good = _cli("--check-solution")
     assert good.returncode == 0, good.stdout + good.stderr
     assert good.stdout.splitlines()[0].startswith("Weights: SYNTHETIC")
     bad = _cli("--file", str(write_step(mutate(solution_source("07"), "axis=-1)", "axis=-2)"))))

@@ -1,0 +1,35 @@
+"""The course's mistake catalogue: every mistake each step's check can name.
+
+    python -m checker.catalogue        all steps, as Markdown
+    python -m checker.catalogue 07     one step
+
+Each step's check module lists its mistakes in CATALOGUE; the mutation tests
+(tests/test_catalogue.py) inject each one into a copy of the solution and
+require the check to fail and to name it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from checker.compare import Mistake
+from checker.registry import CHECKS, check_module
+
+
+def catalogue(step: str) -> list[Mistake]:
+    return check_module(step).CATALOGUE
+
+
+def markdown(steps) -> str:
+    lines = []
+    for step in steps:
+        mistakes = catalogue(step)
+        lines += [f"## Step {step} ({len(mistakes)} mistakes)", "", "| id | what the check says | hint |",
+                  "|---|---|---|"]
+        lines += [f"| `{m.id}` | {m.says} | {m.hint} |" for m in mistakes]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown([a.zfill(2) for a in sys.argv[1:]] or list(CHECKS)))

@@ -1,0 +1,132 @@
+"""Correct implementations in other styles, written as edits of each solution.
+
+step -> {name: (text in solutions/solution_NN.py, what replaces it)}; a pair of
+tuples makes several replacements. Each must pass its step's check, like the
+whole-file variants in tests/variants/: the checks compare numbers, so any
+correct style passes.
+"""
+
+_CONFIG_FIELDS = ("vocab_size: int = 50257", "n_positions: int = 1024", "n_embd: int = 768", "n_layer: int = 12",
+                  "n_head: int = 12", "n_inner: int = 3072", "layer_norm_epsilon: float = 1e-5")
+_MASK = "return F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)"
+_SOFTMAX = "attn_weights = F.softmax(attn_weights, axis=-1)  # each row sums to 1"
+
+STYLES: dict[str, dict[str, tuple]] = {
+    "01": {
+        "plain class with __init__": (
+            ("@dataclass\nclass GPT2Config:\n", *_CONFIG_FIELDS),
+            ("class GPT2Config:\n    def __init__(self, vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,\n"
+             "                 n_head=12, n_inner=None, layer_norm_epsilon=1e-5):\n"
+             "        self.vocab_size, self.n_positions, self.n_embd = vocab_size, n_positions, n_embd\n"
+             "        self.n_layer, self.n_head, self.layer_norm_epsilon = n_layer, n_head, layer_norm_epsilon\n"
+             "        self.n_inner = 4 * n_embd if n_inner is None else n_inner\n", *[""] * 7)),
+        "class attributes, no dataclass": ("@dataclass\nclass GPT2Config:", "class GPT2Config:"),
+        "n_inner from __post_init__": (
+            ("n_inner: int = 3072", "layer_norm_epsilon: float = 1e-5\n"),
+            ("n_inner: int | None = None", "layer_norm_epsilon: float = 0.00001\n\n    def __post_init__(self):\n"
+             "        if self.n_inner is None:\n            self.n_inner = 4 * self.n_embd\n")),
+    },
+    "02": {
+        "positions compared, F.where": (_MASK, (
+            "q = Tensor.arange(0, sequence_length, dtype=DType.int64, device=device).reshape([-1, 1])\n"
+            "    k = Tensor.arange(0, total, dtype=DType.int64, device=device).reshape([1, -1])\n"
+            "    return F.where(k <= q + num_tokens, F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), "
+            "[sequence_length, total]), mask)")),
+        "log of a band of ones": (('Tensor(float("-inf"),', _MASK),
+                                  ("Tensor(1.0,", "return F.log(F.band_part(mask, num_lower=None, num_upper=num_tokens))")),
+        "masked where the key is later": (_MASK, (
+            "q = Tensor.arange(0, sequence_length, dtype=DType.int64, device=device).reshape([-1, 1])\n"
+            "    k = Tensor.arange(0, total, dtype=DType.int64, device=device).reshape([1, -1])\n"
+            "    zeros = F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), [sequence_length, total])\n"
+            "    return F.where(F.greater(k - num_tokens, q), mask, zeros)")),
+    },
+    "03": {
+        "mean as a sum over the width": (("mean = x.mean(axis=-1)", "var = (centered * centered).mean(axis=-1)"),
+                                         ("mean = x.sum(axis=-1) / int(x.shape[-1])",
+                                          "var = (centered * centered).sum(axis=-1) / int(x.shape[-1])")),
+    },
+    "04": {
+        "one expression": (
+            ("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]\n"
+             "        hidden_states = F.gelu(hidden_states, approximate=\"tanh\")\n"
+             "        return self.c_proj(hidden_states)  # [B, T, C]"),
+            'return self.c_proj(F.gelu(self.c_fc(hidden_states), approximate="tanh"))'),
+        "weights by hand": (
+            ("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]", "return self.c_proj(hidden_states)  # [B, T, C]"),
+            ("hidden_states = hidden_states @ self.c_fc.weight.T + self.c_fc.bias",
+             "return hidden_states @ self.c_proj.weight.T + self.c_proj.bias")),
+    },
+    "05": {
+        "flatten, gather, reshape back": (
+            "return F.gather(self.weight, input_ids, axis=0)",
+            "flat = F.gather(self.weight, input_ids.reshape([-1]), axis=0)  # [B*T, C]\n"
+            "        return flat.reshape([input_ids.shape[0], input_ids.shape[1], -1])"),
+        "one-hot matmul": (
+            "return F.gather(self.weight, input_ids, axis=0)",
+            "vocab = Tensor.arange(0, self.weight.shape[0], dtype=input_ids.dtype, device=input_ids.device)\n"
+            "        one_hot = F.cast(F.equal(input_ids.reshape([*input_ids.shape, 1]), vocab), self.weight.dtype)\n"
+            "        return one_hot @ self.weight  # [B, T, V] @ [V, C]"),
+    },
+    "06": {
+        "arange from 0, shifted": ("Tensor.arange(past_length, past_length + seq_len, dtype=DType.int64,",
+                                   "past_length + Tensor.arange(0, seq_len, dtype=DType.int64,"),
+        "rows of the transposed table": ("return F.gather(self.weight, positions, axis=0)",
+                                         "return F.gather(self.weight.T, positions, axis=1).T"),
+    },
+    "07": {
+        "softmax by hand": (_SOFTMAX, "attn_weights = F.exp(attn_weights - attn_weights.max(axis=-1))\n"
+                            "        attn_weights = attn_weights / attn_weights.sum(axis=-1)"),
+    },
+    "08": {
+        "named steps": ("return residual + sublayer(ln(hidden_states))",
+                        "normed = ln(hidden_states)\n    update = sublayer(normed)\n    return residual + update"),
+        "F.add": (("from max.experimental.nn import Module", "return residual + sublayer(ln(hidden_states))"),
+                  ("from max.experimental import functional as F\nfrom max.experimental.nn import Module",
+                   "return F.add(residual, sublayer(ln(hidden_states)))")),
+    },
+    "09": {
+        "loop over the two halves": (
+            ("hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
+             "        return residual_step(hidden_states, self.ln_2, self.mlp)"),
+            ("for ln, sublayer in ((self.ln_1, self.attn), (self.ln_2, self.mlp)):\n"
+             "            hidden_states = residual_step(hidden_states, ln, sublayer)\n"
+             "        return hidden_states")),
+        "Hugging Face's variable names": (
+            ("hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
+             "        return residual_step(hidden_states, self.ln_2, self.mlp)"),
+            ("residual = hidden_states\n        attn_output = self.attn(self.ln_1(hidden_states))\n"
+             "        hidden_states = attn_output + residual\n        residual = hidden_states\n"
+             "        feed_forward_hidden_states = self.mlp(self.ln_2(hidden_states))\n"
+             "        return residual + feed_forward_hidden_states")),
+    },
+    "10": {
+        "functools.reduce over the blocks": (
+            ("from max.experimental.nn import Module, ModuleList",
+             "for block in self.h:\n            hidden_states = block(hidden_states)"),
+            ("from functools import reduce\n\nfrom max.experimental.nn import Module, ModuleList",
+             "hidden_states = reduce(lambda h, block: block(h), self.h, hidden_states)")),
+        "blocks by index": ("for block in self.h:\n            hidden_states = block(hidden_states)",
+                            "for i in range(len(self.h)):\n            hidden_states = self.h[i](hidden_states)"),
+    },
+    "11": {
+        "F.matmul, and a loader that renames first": (
+            ("from max.experimental.nn import Module", "return hidden_states @ self.transformer.wte.weight.T",
+             "if not name.startswith(\"transformer.\"):\n            name = \"transformer.\" + name"),
+            ("from max.experimental import functional as F\nfrom max.experimental.nn import Module",
+             "return F.matmul(hidden_states, F.transpose(self.transformer.wte.weight, 0, 1))",
+             "name = \"transformer.\" + name.removeprefix(\"transformer.\")")),
+        "loader that collects the names to skip": (
+            'if name.endswith((".attn.bias", ".attn.masked_bias")) or name == "lm_head.weight":',
+            'if name in {"lm_head.weight"} | {n for n in hf_tensors if n.split(".")[-2:] in (["attn", "bias"], '
+            '["attn", "masked_bias"])}:'),
+    },
+    "12": {
+        "Gumbel-max sampling": (
+            ("probs = np.exp(logits - logits.max())\n    probs /= probs.sum()\n"
+             "    return int(rng.choice(len(probs), p=probs))"),
+            "return int(np.argmax(logits + rng.gumbel(size=len(logits))))  # argmax of noisy logits ~ softmax"),
+        "a while loop that stops itself": (
+            "    for _ in range(max_new_tokens):\n",
+            "    while len(ids) < len(input_ids) + max_new_tokens:\n"),
+    },
+}

@@ -1,0 +1,58 @@
+"""The mistake catalogue, proven by mutation: every mistake a step's check
+lists in CATALOGUE, injected into a copy of the solution (tests/injections.py),
+must fail the check and be named as the diagnosis of the first failing part.
+
+The summary table (step, mistakes, caught, named) is printed at the end of the
+test run; README.md keeps the same figures, and a test holds them together.
+"""
+
+import re
+
+import pytest
+
+from checker.catalogue import catalogue
+from checker.paths import REPO
+from checker.registry import CHECKS, check_module
+from checker.report import PASS
+from tests.conftest import MUTATION_RESULTS, mutate, solution_source
+from tests.injections import INJECTIONS
+
+CASES = [(step, mistake) for step in CHECKS for mistake in INJECTIONS.get(step, {})]
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_every_catalogued_mistake_has_one_injection(step):
+    ids = [m.id for m in catalogue(step)]
+    assert len(ids) == len(set(ids)), f"step {step} names two mistakes alike"
+    assert sorted(ids) == sorted(INJECTIONS.get(step, {})), "catalogue and injections disagree"
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_every_mistake_says_what_and_hints(step):
+    for m in catalogue(step):
+        assert m.says and m.hint and m.says != m.hint, m.id
+
+
+@pytest.mark.parametrize("step, mistake", CASES, ids=[f"{s}-{m}" for s, m in CASES])
+def test_injected_mistake_is_caught_and_named(checkpoint, write_step, step, mistake):
+    old, new = INJECTIONS[step][mistake]
+    path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
+    report = check_module(step).check(path, checkpoint)
+    failing = [p for p in report.parts if p.status != PASS]
+    named = bool(failing) and failing[0].mistake is not None and failing[0].mistake.id == mistake
+    MUTATION_RESULTS[step][mistake] = (bool(failing), named)
+    assert failing, f"the check passed a copy of the solution with {mistake} injected"
+    assert named, report.render()
+    text = report.render()
+    assert f"likely mistake: {failing[0].mistake.says}" in text and f"hint: {failing[0].mistake.hint}" in text
+    assert "Traceback" not in text
+
+
+def test_readme_table_matches_the_catalogue():
+    """README.md's mistake table lists each step's catalogue size (caught and named are
+    what this suite enforces: every case above must pass)."""
+    readme = (REPO / "README.md").read_text()
+    rows = dict(re.findall(r"^\| (\d\d) \| (\d+) \| \2 \| \2 \|$", readme, re.M))
+    assert rows == {step: str(len(catalogue(step))) for step in CHECKS}, rows
+    total = sum(len(catalogue(step)) for step in CHECKS)
+    assert re.search(rf"^\| all \| {total} \| {total} \| {total} \|$", readme, re.M)

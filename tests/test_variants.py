@@ -1,0 +1,35 @@
+"""Correct implementations in other styles pass every step's check: the whole-file
+variants in tests/variants/ and the edits of the solutions in tests/styles.py,
+at least three per step."""
+
+from pathlib import Path
+
+import pytest
+
+from checker.registry import CHECKS, check_module
+from tests.conftest import mutate, solution_source
+from tests.styles import STYLES
+
+VARIANTS = Path(__file__).parent / "variants"
+FILES = sorted(p.name for p in VARIANTS.glob("step*.py"))
+EDITS = [(step, name) for step, styles in STYLES.items() for name in styles]
+
+
+@pytest.mark.parametrize("variant", FILES)
+def test_variant_file_passes(checkpoint, variant):
+    report = check_module(variant[4:6]).check(VARIANTS / variant, checkpoint)
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("step, name", EDITS, ids=[f"{s}-{n}" for s, n in EDITS])
+def test_style_edit_passes(checkpoint, write_step, step, name):
+    old, new = STYLES[step][name]
+    report = check_module(step).check(write_step(mutate(solution_source(step), old, new), f"step_{step}.py"),
+                                      checkpoint)
+    assert report.ok, report.render()
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_at_least_three_styles_per_step(step):
+    count = sum(f[4:6] == step for f in FILES) + len(STYLES.get(step, {}))
+    assert count >= 3, f"step {step} has {count} correct variants"
