@@ -30,6 +30,14 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    missing = _missing_packages()
+    if missing:
+        print(
+            f"Missing Python package(s): {', '.join(missing)}. Install the course's packages with "
+            "`pixi install`, or in your venv (from the repository root): `pip install -e .`",
+            file=sys.stderr,
+        )
+        return 2
     parser = argparse.ArgumentParser(prog="python -m checker", description=__doc__.split("\n")[0])
     parser.add_argument("step", help="step number, e.g. 07")
     which = parser.add_mutually_exclusive_group()
@@ -72,6 +80,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.hint or args.solution:
         print("\n" + _help(step, report, args.hint))
     return 0 if report.ok else 1
+
+
+REQUIRED = ("max", "numpy", "safetensors", "tokenizers", "torch", "transformers")
+
+
+def _missing_packages() -> list[str]:
+    """The packages the checks need that cannot be imported (torch and transformers only by spec: slow to import)."""
+    import importlib
+    import importlib.util
+
+    missing = []
+    for name in REQUIRED:
+        try:
+            if name in ("torch", "transformers"):
+                found = importlib.util.find_spec(name) is not None
+            else:
+                importlib.import_module(name)
+                found = True
+        except ImportError:
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
 
 
 def _help(step: str, report, hint: bool) -> str:

@@ -97,6 +97,11 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     loc = _learner_line(e.__traceback__)
     where, source = loc if loc else (None, "")
     at = f"\n    at {where}: {source}" if where else ""
+    if isinstance(e, NotImplementedError) and where is None:
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        if "max" in Path(last.filename).parts and last.name == "forward":
+            return LearnerError("your class defines no forward(): MAX's Module calls forward, so name the method "
+                                "exactly that")
     if isinstance(e, NotImplementedError):
         other = _step_of(where)
         mine = _step_of(str(checking)) if checking else None
@@ -113,7 +118,7 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)
 
 
-def import_step(path: Path, name: str) -> ModuleType:
+def import_step(path: Path, name: str, *, timeout: float = 0) -> ModuleType:
     """Imports a step file from its path, reporting syntax and import errors briefly."""
     if not path.exists():
         raise LearnerError(f"{shown(path)} does not exist")
@@ -123,7 +128,7 @@ def import_step(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     linecache.checkcache(str(path))
     try:
-        with _quiet():
+        with _quiet(), _time_limit(timeout, f"importing {shown(path)}"):
             spec.loader.exec_module(module)
     except SyntaxError as e:  # includes IndentationError
         text = (e.text or "").rstrip()
@@ -170,8 +175,9 @@ class _Timeout(BaseException):
     pass
 
 
-def call(fn, *args, timeout: float, checking: Path | None = None, **kwargs):
-    """Calls learner code: returns its result or raises LearnerError."""
+@contextlib.contextmanager
+def _time_limit(timeout: float, doing: str):
+    """Raises LearnerError if the block runs longer than `timeout` seconds (0: no limit)."""
 
     def alarm(signum, frame):
         raise _Timeout()
@@ -181,15 +187,26 @@ def call(fn, *args, timeout: float, checking: Path | None = None, **kwargs):
         previous = signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        with _quiet():
-            return fn(*args, **kwargs)
+        yield
     except _Timeout:
+        loc = _learner_line(sys.exc_info()[2])
+        at = f"\n    at {loc[0]}: {loc[1]}" if loc else ""
         raise LearnerError(
-            f"no result after {timeout:.0f} s: an infinite loop? (raise the limit with --timeout)"
+            f"{doing}: no result after {timeout:g} s: an infinite loop? (raise the limit with --timeout){at}",
+            where=loc[0] if loc else None,
         ) from None
-    except Exception as e:
-        raise explain(e, checking=checking) from None
     finally:
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+def call(fn, *args, timeout: float, checking: Path | None = None, **kwargs):
+    """Calls learner code: returns its result or raises LearnerError."""
+    try:
+        with _quiet(), _time_limit(timeout, "your code"):
+            return fn(*args, **kwargs)
+    except LearnerError:
+        raise
+    except Exception as e:
+        raise explain(e, checking=checking) from None

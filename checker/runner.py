@@ -49,9 +49,13 @@ def to_numpy(value, what: str) -> np.ndarray:
     if not isinstance(value, Tensor):
         raise LearnerError(f"{what} returned {type(value).__name__}, not a max Tensor")
     try:
-        return np.from_dlpack(value).astype(np.float64)
+        array = np.from_dlpack(value)
     except Exception as e:
         raise learner.explain(e) from None
+    if array.dtype != np.float32:
+        raise LearnerError(f"{what} returned a {array.dtype} Tensor of shape {list(array.shape)}, expected float32 "
+                           "(GPT-2 runs in float32 here: look for the op that changed the dtype)")
+    return array.astype(np.float64)
 
 
 def mistake_outputs(mistakes, *inputs) -> list[tuple[Mistake, np.ndarray]]:
@@ -80,7 +84,8 @@ class StepRun:
     def import_step(self) -> ModuleType | None:
         """The learner's module, or None after recording why it did not import."""
         try:
-            return learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}")
+            return learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}",
+                                       timeout=self.timeout)
         except LearnerError as e:
             self.add(Part.from_error(self.names[0], e))
             return None

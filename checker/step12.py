@@ -146,7 +146,13 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     generate = fns["generate"]
 
     def tokens(**kw) -> list[int]:
-        return [int(t) for t in run.call(lambda: list(generate(model, list(prompt), NEW_TOKENS, **kw)))]
+        def run_generate():
+            made = generate(model, list(prompt), NEW_TOKENS, **kw)
+            if made is None:
+                raise LearnerError("generate returned None: it should `yield` each new token id")
+            return list(made)
+
+        return [int(t) for t in run.call(run_generate)]
 
     try:
         greedy = tokens()

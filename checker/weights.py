@@ -197,7 +197,13 @@ def _synthetic() -> Checkpoint:
             file=sys.stderr,
             flush=True,
         )
-        expected = generate(SYNTHETIC)
+        try:
+            expected = generate(SYNTHETIC)
+        except OSError as e:
+            raise WeightsError(
+                f"cannot write the synthetic checkpoint to {shown(SYNTHETIC)}: {e.strerror or e}.\n"
+                f"Make {shown(SYNTHETIC.parent)} writable (or work in a writable copy of the repository)."
+            ) from None
     if not (SYNTHETIC / "tokenizer.json").exists():  # made by an older version of the course
         from checker.synthetic import write_tokenizer
 
@@ -241,10 +247,19 @@ def download(force: bool = False) -> int:
         )
         return 1
     published = {s.rfilename: s.lfs.sha256 for s in info.siblings if s.lfs is not None}
-    DOWNLOADED.mkdir(parents=True, exist_ok=True)
-    for name in DOWNLOAD_FILES:
-        # Resumes a partial download; shows a progress bar per file.
-        hf_hub_download(HF_REPO_ID, name, local_dir=DOWNLOADED, force_download=force)
+    try:
+        DOWNLOADED.mkdir(parents=True, exist_ok=True)
+        for name in DOWNLOAD_FILES:
+            # Resumes a partial download; shows a progress bar per file.
+            hf_hub_download(HF_REPO_ID, name, local_dir=DOWNLOADED, force_download=force)
+    except PermissionError as e:
+        print(f"Cannot write to {shown(DOWNLOADED)}: {e.strerror}. Make weights/ writable and run "
+              "`pixi run weights` again.", file=sys.stderr)
+        return 1
+    except Exception as e:  # the connection dropped, the disk filled, Ctrl-C is not caught
+        print(f"The download stopped: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n"
+              "Run `pixi run weights` again; it resumes where it stopped.", file=sys.stderr)
+        return 1
     sums = write_sums(DOWNLOADED, list(DOWNLOAD_FILES))
     for name, digest in published.items():
         if name in sums and sums[name] != digest:

@@ -48,11 +48,11 @@ def write_step(tmp_path):
 _MOJO_ENV = ("PYTHONEXECUTABLE", "MOJO_PYTHON_LIBRARY", "PYTHONPATH")
 
 
-def run_python(*args: str, cwd: Path = REPO, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_python(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | None = None):
     """`python -m ...` in a child process, as a learner would run it, on the synthetic checkpoint."""
-    env = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
+    base = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd,
-                          env={**env, "GPT2_WEIGHTS": "synthetic"}, timeout=timeout)
+                          env={**base, "GPT2_WEIGHTS": "synthetic", **(env or {})}, timeout=timeout)
 
 
 def solution_source(step: str) -> str:
