@@ -12,9 +12,11 @@ import contextlib
 import importlib.util
 import io
 import linecache
+import os
 import re
 import signal
 import sys
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,9 +177,24 @@ class _Timeout(BaseException):
     pass
 
 
+GRACE = 5.0  # seconds past the time limit before the watchdog stops a check stuck in native code
+
+
+def _give_up(doing: str, timeout: float) -> None:
+    """The last resort when code stuck outside Python (inside a MAX compile or kernel) ignores the alarm."""
+    print(f"\n{doing}: no result after {timeout:g} s, and it could not be interrupted: stuck inside MAX "
+          "(compiling or running a kernel)? Stopped the check. Raise the limit with --timeout.",
+          file=sys.__stdout__, flush=True)  # sys.stdout may be capturing the learner's prints
+    os._exit(1)
+
+
 @contextlib.contextmanager
 def _time_limit(timeout: float, doing: str):
-    """Raises LearnerError if the block runs longer than `timeout` seconds (0: no limit)."""
+    """Raises LearnerError if the block runs longer than `timeout` seconds (0: no limit).
+
+    A SIGALRM interrupts Python code; native code only sees it when it returns,
+    so a watchdog thread ends the process if that takes a further GRACE.
+    """
 
     def alarm(signum, frame):
         raise _Timeout()
@@ -186,6 +203,9 @@ def _time_limit(timeout: float, doing: str):
     if use_alarm:
         previous = signal.signal(signal.SIGALRM, alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
+        watchdog = threading.Timer(timeout + max(GRACE, timeout / 10), _give_up, (doing, timeout))
+        watchdog.daemon = True
+        watchdog.start()
     try:
         yield
     except _Timeout:
@@ -197,6 +217,7 @@ def _time_limit(timeout: float, doing: str):
         ) from None
     finally:
         if use_alarm:
+            watchdog.cancel()
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
 

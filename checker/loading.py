@@ -73,15 +73,21 @@ def _problem(module, name: str, want: tuple, params: dict, expected) -> tuple[st
     return f"{name} is not a tensor parameter", False
 
 
+def require_module(module):
+    """`module`, or a LearnerError if the learner's class does not subclass MAX's Module."""
+    from max.experimental.nn import Module
+
+    if not isinstance(module, Module):
+        raise LearnerError(f"{type(module).__name__} is not a max.experimental.nn.Module: subclass Module")
+    return module
+
+
 def load_module(run, build, state: dict[str, np.ndarray]):
     """Calls `build()` (the learner's constructor), checks its parameters against `state`, loads them."""
     from max.experimental import functional as F
-    from max.experimental.nn import Module
 
     with F.lazy():  # no random initialisation is computed; the real weights replace it
-        module = run.call(build)
-    if not isinstance(module, Module):
-        raise LearnerError(f"{type(module).__name__} is not a max.experimental.nn.Module: subclass Module")
+        module = require_module(run.call(build))
     params = {name: tuple(int(d) for d in t.shape) for name, t in module.parameters}
     found = [p for n, v in state.items() if (p := _problem(module, n, tuple(v.shape), params, state))]
     if found:

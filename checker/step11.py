@@ -17,7 +17,7 @@ from checker.block_np import Model
 from checker.compare import Mistake
 from checker.deps import earlier_steps_part
 from checker.learner import LearnerError
-from checker.loading import hf_state
+from checker.loading import hf_state, require_module
 from checker.reference import activations, token_ids
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor
@@ -75,7 +75,7 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tu
 
     try:
         with F.lazy():
-            model = run.call(build)
+            model = require_module(run.call(build))
         run.call(load, model, tensors)
         got = dict(model.parameters)
     except LearnerError as e:

@@ -9,6 +9,7 @@ section: tests/test_robustness.py holds the two together.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,6 +68,11 @@ def replace(old: str, new: str) -> Callable[[str, str], str]:
     return edit
 
 
+def rename_class(source: str, step: str) -> str:
+    """The step's class renamed everywhere in the file, as a learner renaming it would."""
+    return re.sub(rf"\b{CLASS[step]}\b", CLASS[step] + "Renamed", source)
+
+
 def append(text: str) -> Callable[[str, str], str]:
     return lambda source, step: source + text
 
@@ -105,7 +111,7 @@ BREAKAGES = [
              "name it exactly as the step's skeleton does"),
     Breakage("a generator that never yields (returns None)", ["12"], replace("        yield token\n", ""),
              "returned None", "`yield` each new token id as it is made"),
-    Breakage("a wrong class name", list(CLASS), replace("class {cls}", "class {cls}Renamed"), "defines no",
+    Breakage("a wrong class name", list(CLASS), rename_class, "defines no",
              "name the class exactly as the step's skeleton does"),
     Breakage("a module that is not a MAX Module", CLASS_STEPS, replace("class {cls}(Module):", "class {cls}:"),
              "is not a max.experimental.nn.Module", "subclass max.experimental.nn.Module, as the skeleton does"),
@@ -144,6 +150,8 @@ class Trouble:
 
 
 MACHINE = {t.name: t for t in [
+    Trouble("code stuck inside MAX (a compile that never ends)", "could not be interrupted",
+            "if a first compile is just slow, raise the limit: --timeout 900"),
     Trouble("no weights downloaded, no network", "SYNTHETIC GPT-2-shaped checkpoint",
             "nothing: the checks compare with transformers on a synthetic checkpoint; `pixi run weights` "
             "fetches GPT-2 when you are online"),

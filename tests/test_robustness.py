@@ -6,9 +6,10 @@ import hashlib
 
 import pytest
 
+from checker.paths import REPO
 from checker.registry import check_module
-from tests.breakage import BREAKAGES
-from tests.conftest import solution_source
+from tests.breakage import BREAKAGES, MACHINE, at_start, troubleshooting_rows
+from tests.conftest import run_python, solution_source
 
 CASES = [(b, step) for b in BREAKAGES for step in b.steps]
 LOOP_LIMIT = 3  # seconds: the time limit the infinite-loop cases run under
@@ -28,3 +29,20 @@ def test_broken_step_gets_a_clear_message(checkpoint, write_step, breakage, step
         line = next(i for i, s in enumerate(source.splitlines(), 1) if breakage.marker in s)
         assert f"step_{step}.py:{line}" in text or f"step_{step}.py line {line}" in text, text
     assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(source.encode()).digest()
+
+
+def test_readme_troubleshooting_is_this_table():
+    readme = (REPO / "README.md").read_text()
+    missing = [row for row in troubleshooting_rows() if row not in readme.splitlines()]
+    assert not missing, "README.md lacks (or words differently):\n" + "\n".join(missing)
+
+
+def test_code_stuck_outside_python_is_stopped(checkpoint, write_step):
+    """Native code (a MAX compile, say) ignores the alarm until it returns; the watchdog stops the check.
+    Blocking SIGALRM makes a Python sleep behave like such code."""
+    stuck = "__import__('signal').pthread_sigmask(0, {14}); __import__('time').sleep(600)"  # SIG_BLOCK, SIGALRM
+    path = write_step(at_start(stuck)(solution_source("04"), "04"), "step_04.py")
+    run = run_python("-m", "checker", "04", "--file", str(path), "--timeout", "2", timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert MACHINE["code stuck inside MAX (a compile that never ends)"].says in run.stdout
+    assert "Traceback" not in run.stderr
