@@ -3,6 +3,7 @@
     python -m checker 07                  check steps/step_07.py
     python -m checker 07 --hint           ... and show the next hint for the first failing part
     python -m checker 07 --solution       ... and show the solution's code for that part only
+    python -m checker 07 --explore        ... and show what multi-head attention is (parameters, one head, loops)
     python -m checker 07 --check-solution check solutions/solution_07.py instead
     python -m checker 07 --file PATH      check another copy of the step
     python -m checker 07 --timeout 60     time limit per call into your code, in seconds
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     helps.add_argument("--hint", action="store_true", help="show the next hint for the first failing part")
     helps.add_argument("--solution", action="store_true",
                        help="show the solution's code for the first failing part only")
+    helps.add_argument("--explore", action="store_true",
+                       help="step 07: parameter count, single-head and explicit-loop equivalences")
     parser.add_argument(
         "--timeout", type=float, default=float(os.environ.get("GPT2_CHECK_TIMEOUT", 300)),
         help="seconds allowed per call into your code (default 300; 0 for none)",
@@ -79,7 +82,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.hint or args.solution:
         print("\n" + _help(step, report, args.hint))
+    if args.explore:
+        return _explore(step, path, checkpoint, report, args.timeout)
     return 0 if report.ok else 1
+
+
+def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
+    """`--explore` (step 07): the equivalences of explore/equivalence.py, on the checked file."""
+    from checker.learner import LearnerError, call, import_step
+    from checker.reference import LAYER, activations
+    from explore.equivalence import explore
+
+    if step != "07":
+        print("\n--explore is for step 07 (multi-head attention).")
+        return 2
+    if not report.ok:
+        print("\n--explore runs once every part above passes.")
+        return 1
+    try:
+        cls = import_step(path, "_explore_checked").GPT2MultiHeadAttention
+        ok, lines = call(explore, cls, checkpoint, activations(checkpoint), LAYER, timeout=timeout)
+    except LearnerError as e:
+        print(f"\n--explore could not run your module: {e}")
+        return 1
+    print("\nWhat multi-head attention is, shown on your module (GPT-2 h[0] weights):")
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 REQUIRED = ("max", "numpy", "safetensors", "tokenizers", "torch", "transformers")

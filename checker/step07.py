@@ -215,9 +215,11 @@ def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:
     state = hf_state(checkpoint, f"transformer.h.{LAYER}.attn.",
                      ["c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"])
     module = load_module(run, lambda: cls(config), state)
+    count = sum(int(np.prod([int(d) for d in t.shape])) for n, t in module.parameters if n.startswith(("c_attn.", "c_proj.")))
     return module, Part(
         "construction", PASS,
-        f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias; GPT-2 h[{LAYER}] weights loaded",
+        f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias: {count:,} parameters "
+        f"= 4*{C}^2 + 4*{C}; GPT-2 h[{LAYER}] weights loaded",
     )
 
 
