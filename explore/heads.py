@@ -81,14 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     diff = float(np.abs(weights - hf_weights).max())
     source = "the course's step 07" if args.solutions else "your step 07"
     weights_note = "GPT-2" if checkpoint.is_real else "SYNTHETIC checkpoint (random weights, offline stand-in)"
-    title = f"Layer {args.layer} attention, {config.n_head} heads, {source}; {weights_note}"
+    title = f"Layer {args.layer} attention, {config.n_head} heads, {source}\n{weights_note}"
     out = args.out or OUT / f"heads-layer{args.layer}.png"
-    data = settings(checkpoint, layer=args.layer, text=args.text, ids=ids, tokens=tokens, source=source,
+    data = settings(checkpoint, title=title, layer=args.layer, text=args.text, ids=ids, tokens=tokens, source=source,
                     entropy=ent.tolist(), max_abs_diff_vs_transformers=diff, weights=weights.tolist())
     save(figure(weights, tokens, ent, title), out, data)
 
     print(f"Weights: {checkpoint.describe()}")
-    print(f"{title}\n{len(ids)} tokens: {' | '.join(tokens)}")
+    print(f"{title.replace(chr(10), '; ')}\n{len(ids)} tokens: {' | '.join(tokens)}")
     for h in np.argsort(ent):
         print(f"  head {h:2d}  entropy {ent[h]:.3f} nats  (top key of the last token: {tokens[int(weights[h, -1].argmax())]!r})")
     print(f"max |your weights - transformers'| = {diff:.1e}")
