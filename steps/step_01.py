@@ -4,7 +4,7 @@ Every later step reads its sizes from this config. Fill in GPT-2 small's
 values; the names are the ones in Hugging Face's `config.json` for
 `openai-community/gpt2`, so the two can be compared field by field.
 
-Check: pixi run s01  (its full check arrives with the rest of the course)
+Check: pixi run s01
 """
 
 from dataclasses import dataclass

@@ -9,7 +9,7 @@ With `num_tokens` earlier tokens already cached (used when generating), the
 `sequence_length` new queries come after them: query `i` may see keys
 `0..num_tokens + i`.
 
-Check: pixi run s02  (its full check arrives with the rest of the course)
+Check: pixi run s02
 """
 
 from max.driver import Device

@@ -1,0 +1,115 @@
+"""The book builds in strict mode (every include resolves, no broken link), has
+a page per step made from the code, and names only things that exist."""
+
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from checker.paths import REPO
+
+BOOK = REPO / "book"
+PAGES = sorted((BOOK / "docs").rglob("*.md"))
+TASKS = set(tomllib.loads((REPO / "pixi.toml").read_text())["tasks"])
+
+
+def _build(config, site):
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(site)})
+
+
+def test_book_builds_strict(tmp_path):
+    done = _build(BOOK / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "site" / "steps" / "07" / "index.html").read_text()
+    assert "_split_heads" in page and "steps/step_07.py</code> line" in page  # solution and TODOs included
+    assert (tmp_path / "site" / "img" / "generated" / "attention-shapes.svg").exists()
+
+
+def test_a_broken_include_fails_the_build(tmp_path):
+    copy = tmp_path / "book"
+    shutil.copytree(BOOK / "docs", copy / "docs", ignore=shutil.ignore_patterns("generated"))
+    config = (BOOK / "mkdocs.yml").read_text().replace("  - hooks.py", f"  - {BOOK / 'hooks.py'}")
+    (copy / "mkdocs.yml").write_text(config)
+    page = copy / "docs" / "steps" / "05.md"
+    page.write_text(page.read_text().replace("solutions/solution_05.py\"", "solutions/solution_99.py\""))
+    done = _build(copy / "mkdocs.yml", tmp_path / "site")
+    assert done.returncode != 0 and "solution_99.py" in done.stderr
+
+
+def test_every_step_has_a_page_with_its_todos_and_solution():
+    for n in range(1, 13):
+        text = (BOOK / "docs" / "steps" / f"{n:02d}.md").read_text()
+        assert f"<!-- todos {n:02d} -->" in text and f'--8<-- "solutions/solution_{n:02d}.py"' in text
+        assert f"pixi run s{n:02d}" in text
+
+
+def _defined() -> set[str]:
+    """Every class, function, method and class field in the solutions, steps, checker, explore and gpt2.py."""
+    names = set()
+    for path in [*REPO.glob("solutions/*.py"), *REPO.glob("checker/*.py"), *REPO.glob("explore/*.py"), REPO / "gpt2.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                names.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        if isinstance(item, ast.FunctionDef):
+                            names.add(f"{node.name}.{item.name}")
+    return names
+
+
+def _max_names() -> set[str]:
+    """What MAX and Hugging Face's GPT-2 define, which the book names too."""
+    from max.experimental import functional as F
+    from max.experimental import nn
+    from max.experimental.tensor import Tensor
+    from transformers.models.gpt2 import modeling_gpt2
+
+    return {*dir(nn), "Tensor", *(f"F.{n}" for n in dir(F)), *(f"Tensor.{n}" for n in dir(Tensor)),
+            *(n for n in dir(modeling_gpt2) if n.startswith("GPT2"))}
+
+
+def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str]:
+    """What `text` (Markdown) names in backticks that does not exist: files, tasks, modules, classes, functions."""
+    bad = []
+    for code in re.findall(r"`([^`\n]+)`", text):
+        if m := re.match(r"pixi run (\S+)", code):
+            if m.group(1) not in TASKS and "NN" not in m.group(1):
+                bad.append(code)
+        elif m := re.match(r"python -m (\S+)", code):
+            if importlib.util.find_spec(m.group(1)) is None:
+                bad.append(code)
+        elif re.fullmatch(r"[\w./-]+\.(py|toml|md|txt|yml)", code) or re.fullmatch(r"[\w-]+/[\w./-]*", code):
+            generated = code.split("/")[0] in ("weights", "out", ".cache")  # made when the course runs
+            if "NN" not in code and not generated and (REPO / code.split("/")[0]).exists() and not (REPO / code).exists():
+                bad.append(code)
+        elif re.fullmatch(r"F\.\w+", code):
+            if code not in max_names:
+                bad.append(code)
+        elif re.fullmatch(r"[A-Z][A-Za-z0-9]+(\.\w+)?", code):
+            if code not in defined and code not in max_names and code.split(".")[0] not in max_names:
+                bad.append(code)
+        elif m := re.fullmatch(r"(\w+)\(.*\)", code):
+            if m.group(1) not in defined and m.group(1) not in {n.split(".")[-1] for n in defined} | {
+                    "Linear", "print", "np.argmax"}:
+                bad.append(code)
+    return bad
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(BOOK)) for p in PAGES])
+def test_page_names_only_what_exists(page):
+    assert unknown_names(page.read_text(), _defined(), _max_names()) == []
+
+
+def test_the_name_check_catches_a_wrong_page():
+    wrong = ("Run `pixi run s13`, edit `steps/step_13.py`, call `F.not_an_op`, subclass `GPT2Nope`, "
+             "use `GPT2MultiHeadAttention._missing`, `python -m checker.nothing`, then `causal_masks(3, 0)`.")
+    assert unknown_names(wrong, _defined(), _max_names()) == [
+        "pixi run s13", "steps/step_13.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
+        "python -m checker.nothing", "causal_masks(3, 0)"]
