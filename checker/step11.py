@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from checker.attention_np import softmax
 from checker.block_np import Model
 from checker.compare import Mistake
 from checker.deps import earlier_steps_part
@@ -93,11 +94,6 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tu
     return Part(name, PASS, f"all {len(expected)} parameters hold GPT-2's values"), model
 
 
-def _softmax(z):
-    e = np.exp(z - z.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
 def _logits(model, ids, **switches):
     return model().hidden(ids, **switches) @ model().wte.T.astype(np.float64)
 
@@ -106,9 +102,9 @@ def _logits(model, ids, **switches):
 # returns the numpy GPT-2, built only when needed) and the ids.
 LOGITS_MISTAKES = [
     Mistake("logits-softmax", "forward returned probabilities (softmax), not logits",
-            "return the raw scores; sampling applies softmax later", lambda model, ids: _softmax(_logits(model, ids))),
+            "return the raw scores; sampling applies softmax later", lambda model, ids: softmax(_logits(model, ids))),
     Mistake("logits-log-softmax", "forward returned log-probabilities, not logits",
-            "return the raw scores", lambda model, ids: np.log(_softmax(_logits(model, ids)))),
+            "return the raw scores", lambda model, ids: np.log(softmax(_logits(model, ids)))),
     Mistake("logits-before-ln-f", "the head read the hidden states before ln_f",
             "GPT2Model's output already has ln_f applied: use it", lambda model, ids: _logits(model, ids, ln_f=False)),
 ]
