@@ -22,7 +22,11 @@ from checker import attention_np
 
 SINGLE_HEAD_TOL = 1e-5
 LOOP_TOL = 1e-10  # float64 against float64
-HEAD_COUNTS = (1, 2, 3, 4, 6, 8, 12)  # each divides 768
+
+
+def head_counts(d: int) -> list[int]:
+    """Every number of heads that divides the width d (18 of them for 768)."""
+    return [h for h in range(1, d + 1) if d % h == 0]
 
 
 def parameter_count(cls, config, n_head: int) -> int:
@@ -81,14 +85,14 @@ def explore(cls, checkpoint, refs: dict[str, np.ndarray], layer: int) -> tuple[b
     d, H = config.n_embd, config.n_head
     lines, ok = [], True
 
-    counts = {h: parameter_count(cls, config, h) for h in HEAD_COUNTS}
+    counts = {h: parameter_count(cls, config, h) for h in head_counts(d)}
     formula = 4 * d * d + 4 * d
     same = set(counts.values()) == {formula}
     ok &= same
     lines.append(f"1. parameters of c_attn + c_proj: {counts[H]:,} = 4*{d}^2 + 4*{d} = {formula:,}: "
                  f"{'yes' if counts[H] == formula else 'NO'}")
-    lines.append("   for n_head = " + ", ".join(f"{h}: {n:,}" for h, n in counts.items())
-                 + (" (the same)" if same else " (NOT the same)"))
+    lines.append(f"   the same for all {len(counts)} head counts that divide {d} ({', '.join(map(str, counts))})"
+                 if same else "   NOT the same for every head count: " + ", ".join(f"{h}: {n:,}" for h, n in counts.items()))
 
     x = refs["ln_1"].astype(np.float64)  # [B, T, C], block `layer`'s real attention input
     p = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
