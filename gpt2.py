@@ -59,12 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     from checker.compiled import compile_gpt2
     from checker.learner import LearnerError, call
     from checker.step12 import tokenizer_of
-    from checker.weights import WeightsError, find_checkpoint
+    from checker.weights import checkpoint_for_command
 
-    try:
-        checkpoint = find_checkpoint()
-    except WeightsError as e:
-        print(f"Weights problem: {e}", file=sys.stderr)
+    if (checkpoint := checkpoint_for_command()) is None:
         return 2
     print(f"Weights: {checkpoint.describe()}")
     if not checkpoint.is_real:

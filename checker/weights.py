@@ -228,6 +228,15 @@ def find_checkpoint(*, synthetic: bool | None = None) -> Checkpoint:
     return _synthetic()
 
 
+def checkpoint_for_command() -> Checkpoint | None:
+    """find_checkpoint() for a command line tool: None after saying what is wrong (the tool then exits 2)."""
+    try:
+        return find_checkpoint()
+    except WeightsError as e:
+        print(f"Weights problem: {e}", file=sys.stderr)
+        return None
+
+
 def download(force: bool = False) -> int:
     """`pixi run weights`: fetches GPT-2 into `weights/gpt2/` with progress bars."""
     from huggingface_hub import HfApi, hf_hub_download

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from explore.attention import OUT, save, settings
+from explore.attention import OUT, checkpoint_and_layer, save, settings, weights_note
 
 TEXT = Path(__file__).parent / "data" / "ablation.txt"
 RISE = 0.01  # "removable" while the loss stays within 1% of the full model's
@@ -105,20 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="use the course's steps, not yours")
     args = parser.parse_args(argv)
 
-    import checker  # noqa: F401  (MAX's executor setting)
+    if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
+        return 2
     from checker.learner import LearnerError, call, import_step
     from checker.paths import step_file
     from checker.step12 import tokenizer_of
-    from checker.weights import WeightsError, find_checkpoint
 
-    try:
-        checkpoint = find_checkpoint()
-    except WeightsError as e:
-        print(f"Weights problem: {e}", file=sys.stderr)
-        return 2
     config = checkpoint.learner_config()
-    if not 0 <= args.layer < config.n_layer:
-        parser.error(f"--layer must be 0..{config.n_layer - 1}")
     ids = tokenizer_of(checkpoint).encode(args.text.read_text()).ids[: config.n_positions]
     try:
         eleven = import_step(step_file("11", solution=args.solutions), "_ablate_step11")
@@ -128,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Your model could not run: {e}\nCheck it first: pixi run s11", file=sys.stderr)
         return 1
     source = "the course's steps" if args.solutions else "your steps"
-    weights_note = "GPT-2" if checkpoint.is_real else "SYNTHETIC checkpoint (random weights, offline stand-in)"
     title = (f"Layer {args.layer}: loss change per head removed ({len(ids)} tokens of {args.text.name})\n"
-             f"{source}; {weights_note}")
+             f"{source}; {weights_note(checkpoint)}")
     out = args.out or OUT / f"ablate-layer{args.layer}.png"
     save(figure(result, title), out, settings(checkpoint, title=title, layer=args.layer, text_file=args.text.name,
                                               tokens=len(ids), source=source, **result))

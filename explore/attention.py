@@ -20,6 +20,21 @@ import numpy as np
 OUT = Path("out")  # where figures and their JSON go by default (relative to the current folder)
 
 
+def checkpoint_and_layer(parser, layer: int):
+    """The checkpoint for an exploration and a check of its --layer; None if there is no usable checkpoint."""
+    from checker.weights import checkpoint_for_command  # importing checker sets MAX's executor first
+
+    checkpoint = checkpoint_for_command()
+    if checkpoint is not None and not 0 <= layer < checkpoint.learner_config().n_layer:
+        parser.error(f"--layer must be 0..{checkpoint.learner_config().n_layer - 1}")
+    return checkpoint
+
+
+def weights_note(checkpoint) -> str:
+    """How a figure's title names its weights."""
+    return "GPT-2" if checkpoint.is_real else "SYNTHETIC checkpoint (random weights, offline stand-in)"
+
+
 def step07_class(solutions: bool):
     """GPT2MultiHeadAttention from the learner's step 07 (or the solution)."""
     from checker.learner import import_step

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from explore.attention import OUT, attention_module, entropy, layer_input, save, settings, step07_class, weights_of
+from explore.attention import (OUT, attention_module, checkpoint_and_layer, entropy, layer_input, save, settings,
+                               step07_class, weights_note, weights_of)
 
 
 def figure(weights: np.ndarray, tokens: list[str], ent: np.ndarray, title: str):
@@ -54,19 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="use the course's step 07, not yours")
     args = parser.parse_args(argv)
 
-    import checker  # noqa: F401  (MAX's executor setting)
+    if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
+        return 2
     from checker.learner import LearnerError, call
     from checker.step12 import tokenizer_of
-    from checker.weights import WeightsError, find_checkpoint
 
-    try:
-        checkpoint = find_checkpoint()
-    except WeightsError as e:
-        print(f"Weights problem: {e}", file=sys.stderr)
-        return 2
     config = checkpoint.learner_config()
-    if not 0 <= args.layer < config.n_layer:
-        parser.error(f"--layer must be 0..{config.n_layer - 1}")
     tokenizer = tokenizer_of(checkpoint)
     ids = tokenizer.encode(args.text).ids
     tokens = [tokenizer.decode([i]) for i in ids]
@@ -80,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ent = entropy(weights)
     diff = float(np.abs(weights - hf_weights).max())
     source = "the course's step 07" if args.solutions else "your step 07"
-    weights_note = "GPT-2" if checkpoint.is_real else "SYNTHETIC checkpoint (random weights, offline stand-in)"
-    title = f"Layer {args.layer} attention, {config.n_head} heads, {source}\n{weights_note}"
+    title = f"Layer {args.layer} attention, {config.n_head} heads, {source}\n{weights_note(checkpoint)}"
     out = args.out or OUT / f"heads-layer{args.layer}.png"
     data = settings(checkpoint, title=title, layer=args.layer, text=args.text, ids=ids, tokens=tokens, source=source,
                     entropy=ent.tolist(), max_abs_diff_vs_transformers=diff, weights=weights.tolist())
