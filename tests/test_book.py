@@ -3,6 +3,7 @@ a page per step made from the code, and names only things that exist."""
 
 import ast
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -113,3 +114,36 @@ def test_the_name_check_catches_a_wrong_page():
     assert unknown_names(wrong, _defined(), _max_names()) == [
         "pixi run s13", "steps/step_13.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
         "python -m checker.nothing", "causal_masks(3, 0)"]
+
+
+def _browser():
+    from book.screenshot import find_browser
+
+    browser = find_browser()
+    if browser is None:
+        if os.environ.get("BOOK_BROWSER") == "required":  # set by .ci/run, which installs Chromium
+            pytest.fail("BOOK_BROWSER=required but no Chromium found")
+        pytest.skip("no Chromium on this machine (apt-get install chromium)")
+    return browser
+
+
+def test_step07_page_renders_in_a_browser(tmp_path):
+    from book.screenshot import check_page
+
+    assert _build(BOOK / "mkdocs.yml", tmp_path / "site").returncode == 0
+    png = tmp_path / "07.png"
+    assert check_page(tmp_path / "site", "steps/07/", png, _browser()) == []
+    assert png.stat().st_size > 100_000
+
+
+def test_the_render_check_fails_when_a_figure_is_missing(tmp_path):
+    from book.screenshot import check_page
+
+    site = tmp_path / "site"
+    assert _build(BOOK / "mkdocs.yml", site).returncode == 0
+    (site / "img" / "generated" / "attention-shapes.svg").unlink()
+    (site / "img" / "heads-synthetic-layer0.png").write_bytes(b"not a picture")
+    problems = check_page(site, "steps/07/", tmp_path / "07.png", _browser())
+    assert any("attention-shapes.svg, which the site does not have" in p for p in problems), problems
+    assert any("stage boxes do not show" in p for p in problems), problems
+    assert any("heatmaps do not show" in p for p in problems), problems
