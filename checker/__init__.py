@@ -12,7 +12,7 @@ Each step's check lives in `checker/stepNN.py` and is run with
 - `attention_np`, `gpt2_np`, `block_np`   what each known mistake computes, in numpy
 - `deps`                the learner's earlier steps that a step uses, and their verdicts
 - `report`              the per-part verdict lines and the exit code
-- `warmup`, `compiled`, `latency`   kernel compiles ahead of time, whole-model graphs, timings
+- `warmup`, `compiled`   kernel compiles ahead of time, whole-model graphs
 """
 
 import os as _os

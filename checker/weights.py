@@ -75,12 +75,7 @@ class Checkpoint:
 
         It is not the learner's GPT2Config, so a step's check does not depend on step 01.
         """
-        c = self.config()
-        return SimpleNamespace(
-            vocab_size=c["vocab_size"], n_positions=c["n_positions"], n_embd=c["n_embd"],
-            n_layer=c["n_layer"], n_head=c["n_head"], n_inner=c.get("n_inner") or 4 * c["n_embd"],
-            layer_norm_epsilon=c["layer_norm_epsilon"],
-        )
+        return learner_config(self.config())
 
     def tensors(self, names: list[str]) -> dict[str, np.ndarray]:
         """The named tensors, as float32 numpy arrays in the checkpoint's layout."""
@@ -99,6 +94,15 @@ class Checkpoint:
                 f"Could not read {', '.join(names)} from {shown(self.path / MODEL_FILE)}: {e}\n"
                 "The file may be damaged: run `pixi run weights --force` to fetch it again."
             ) from e
+
+
+def learner_config(c: dict) -> SimpleNamespace:
+    """A Hugging Face GPT-2 config.json (a dict) as an object with GPT-2's attribute names."""
+    return SimpleNamespace(
+        vocab_size=c["vocab_size"], n_positions=c["n_positions"], n_embd=c["n_embd"],
+        n_layer=c["n_layer"], n_head=c["n_head"], n_inner=c.get("n_inner") or 4 * c["n_embd"],
+        layer_norm_epsilon=c["layer_norm_epsilon"],
+    )
 
 
 def sha256_file(path: Path) -> str:

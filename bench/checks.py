@@ -1,11 +1,11 @@
-"""`pixi run latency`: how long each step's check takes, the first time and after.
+"""`pixi run bench --checks`: how long each step's check takes, cold and warm.
 
 Runs every step's check on its solution as a learner meets them, in order,
 each a fresh process, in a fresh clone of this repository (its committed
 state) with an empty MAX cache (a temporary MODULAR_DERIVED_PATH) and no
 checkpoint or references yet:
 
-  first   the step's first check on this machine (step 01's also generates
+  cold    the step's first check on this machine (step 01's also generates
           the synthetic checkpoint and the reference outputs)
   warm    the same command again
   edited  (step 07) after an edit to the step file: a new graph, the same ops
@@ -49,13 +49,9 @@ def main() -> int:
             warm = _timed([step, "--check-solution"], env, clone)
             after_edit = _timed([step, "--file", str(edited)], env, clone) if step == "07" else None
             rows.append((step, first, warm, after_edit))
-    print(f"| step ({os.cpu_count()} CPUs) | first check (s) | warm (s) | warm, after an edit (s) |")
+    print(f"| step ({os.cpu_count()} CPUs) | cold: first check (s) | warm (s) | warm, after an edit (s) |")
     print("| --- | --- | --- | --- |")
     for step, first, warm, edit in rows:
         print(f"| s{step} | {first[0]:.1f} | {warm[0]:.1f} | {f'{edit[0]:.1f}' if edit else ''} |")
     codes = [t[1] for _, *ts in rows for t in ts if t]
     return 0 if all(code == 0 for code in codes) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,228 @@
+"""`pixi run bench`: the course's GPT-2 on MAX against transformers' GPT-2, measured side by side.
+
+    python -m bench                  GPT-2 small (the real checkpoint if downloaded, else the synthetic one)
+    python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
+    python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
+    python -m bench --json out.json  where to write the figures (default .cache/bench.json)
+
+In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
+  MAX           the solutions' GPT2LMHeadModel with a KV cache (bench/kv_cache.py), one compiled graph
+  transformers  GPT2LMHeadModel, PyTorch eager, its default attention (sdpa), its own cache
+  prefill       the prompt pass of generation: every position through the model, the cache
+                filled, logits of the last position (transformers: use_cache=True, logits_to_keep=1)
+  decode        greedy, batch 1: each step feeds one token and reads the cache; tokens/s over the steps
+Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
+The greedy tokens of both sides are compared, and the decode speed set against the memory-bandwidth
+limit (bench/bandwidth.py), measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from checker.paths import CACHE, shown
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to measure: prefill at each (batch, tokens), and decode steps after a prompt."""
+
+    prefill: tuple[tuple[int, int], ...]
+    decode_prompt: int
+    decode_steps: int
+    repeats: int
+
+
+FULL = Plan(prefill=((1, 128), (1, 512), (8, 128), (8, 512)), decode_prompt=128, decode_steps=64, repeats=5)
+TINY = Plan(prefill=((1, 16), (2, 32)), decode_prompt=8, decode_steps=16, repeats=2)
+TINY_CONFIG = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64, initializer_range=0.2,
+                   bos_token_id=511, eos_token_id=511)
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _hf_tiny(folder: Path):
+    """A deterministic 2-layer GPT-2 made with transformers and saved in `folder`."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(**TINY_CONFIG)).eval()
+    model.save_pretrained(folder)
+    return folder
+
+
+def _models(folder: Path):
+    """(transformers' model, the compiled MAX model with a cache, the config) for the checkpoint in `folder`."""
+    import torch
+    from max.experimental import functional as F
+    from safetensors.numpy import load_file
+    from transformers import GPT2LMHeadModel as HFModel
+
+    from bench.kv_cache import compile_with_cache
+    from checker.weights import learner_config
+    from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
+
+    torch.set_grad_enabled(False)
+    hf = HFModel.from_pretrained(folder, dtype=torch.float32).eval()
+    config = learner_config(json.loads((folder / "config.json").read_text()))
+    with F.lazy():
+        model = GPT2LMHeadModel(config)
+    load_hf_weights(model, load_file(folder / "model.safetensors"))
+    started = time.perf_counter()
+    run = compile_with_cache(model, config)
+    print(f"MAX graph compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return hf, run, config
+
+
+def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
+    """transformers' greedy decode with its cache, shaped like bench.kv_cache.greedy's result."""
+    import torch
+
+    out = hf(torch.from_numpy(ids), use_cache=True, logits_to_keep=1)
+    new = [out.logits[:, -1].argmax(-1, keepdim=True)]
+    cache = out.past_key_values
+    started = time.perf_counter()
+    for _ in range(steps):
+        out = hf(new[-1], past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        new.append(out.logits[:, -1].argmax(-1, keepdim=True))
+    return torch.cat(new, dim=1).numpy(), time.perf_counter() - started
+
+
+def measure(folder: Path, plan: Plan, bandwidth: float) -> dict:
+    """Every figure of the bench for the checkpoint in `folder`."""
+    import torch
+
+    from bench.bandwidth import weight_bytes_per_token
+    from bench.kv_cache import greedy, prefill
+
+    hf, run, config = _models(folder)
+    rng = np.random.default_rng(0)
+    rows = []
+    for batch, tokens in plan.prefill:
+        ids = rng.integers(0, config.vocab_size, (batch, tokens), dtype=np.int64)
+        ours = median_seconds(lambda: prefill(run, config, ids), plan.repeats)
+        theirs = median_seconds(lambda: hf(torch.from_numpy(ids), use_cache=True, logits_to_keep=1), plan.repeats)
+        diff = np.abs(prefill(run, config, ids)[0] - hf(torch.from_numpy(ids), logits_to_keep=1).logits[:, -1].numpy())
+        rows.append(dict(what="prefill", batch=batch, tokens=tokens, max_ms=1e3 * ours, transformers_ms=1e3 * theirs,
+                         speedup=theirs / ours, max_abs_diff=float(diff.max())))
+        print(f"prefill batch {batch} x {tokens} tokens: MAX {1e3 * ours:.0f} ms, transformers {1e3 * theirs:.0f} ms",
+              file=sys.stderr, flush=True)
+    prompt = rng.integers(0, config.vocab_size, (1, plan.decode_prompt), dtype=np.int64)
+    ours_runs = [greedy(run, config, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
+    theirs_runs = [_hf_greedy(hf, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
+    ours_tps = plan.decode_steps / statistics.median(s for _, s in ours_runs)
+    theirs_tps = plan.decode_steps / statistics.median(s for _, s in theirs_runs)
+    generated = hf.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
+                            max_new_tokens=plan.decode_steps + 1, min_new_tokens=plan.decode_steps + 1,
+                            do_sample=False, pad_token_id=0)[:, plan.decode_prompt:].numpy()
+    ours_ids = ours_runs[0][0]
+    weight_bytes = weight_bytes_per_token(config)
+    limit = bandwidth / weight_bytes
+    return dict(
+        prefill=rows,
+        decode=dict(batch=1, prompt=plan.decode_prompt, steps=plan.decode_steps, max_tokens_per_s=ours_tps,
+                    transformers_tokens_per_s=theirs_tps, speedup=ours_tps / theirs_tps),
+        tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
+                    identical=bool(np.array_equal(ours_ids, generated)
+                                   and np.array_equal(ours_ids, theirs_runs[0][0]))),
+        memory=dict(read_bandwidth_gb_s=bandwidth / 1e9, weight_mb_per_token=weight_bytes / 1e6,
+                    limit_tokens_per_s=limit, max_fraction_of_limit=ours_tps / limit,
+                    transformers_fraction_of_limit=theirs_tps / limit),
+    )
+
+
+def machine() -> dict:
+    from importlib.metadata import version
+
+    import torch
+
+    return dict(cpus=os.cpu_count(), processor=platform.processor() or platform.machine(),
+                torch_threads=torch.get_num_threads(), python=platform.python_version(),
+                **{name: version(name) for name in ("max", "torch", "transformers")})
+
+
+def report(result: dict) -> str:
+    """The figures as a Markdown table and a few lines."""
+    m, d, mem = result["machine"], result["decode"], result["memory"]
+    lines = [f"{result['model']}, float32, {m['cpus']} CPUs (torch threads {m['torch_threads']}), "
+             f"median of {result['repeats']} runs after a warm-up",
+             "", "| measure | batch | tokens | MAX | transformers | speed-up (transformers / MAX time) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in result["prefill"]:
+        lines.append(f"| prefill latency | {r['batch']} | {r['tokens']} | {r['max_ms']:.1f} ms | "
+                     f"{r['transformers_ms']:.1f} ms | {r['speedup']:.2f}x |")
+    lines.append(f"| greedy decode | 1 | {d['prompt']} + {d['steps']} | {d['max_tokens_per_s']:.1f} tokens/s | "
+                 f"{d['transformers_tokens_per_s']:.1f} tokens/s | {d['speedup']:.2f}x |")
+    same = result["tokens"]["identical"]
+    lines += ["", f"Greedy tokens, MAX with its KV cache vs transformers (its decode loop and generate()): "
+                  f"{'identical' if same else 'DIFFERENT'} ({len(result['tokens']['max_kv_cache'])} tokens).",
+              f"Memory: read bandwidth {mem['read_bandwidth_gb_s']:.1f} GB/s, weights read per token "
+              f"{mem['weight_mb_per_token']:.0f} MB -> limit {mem['limit_tokens_per_s']:.1f} tokens/s; "
+              f"MAX decodes at {100 * mem['max_fraction_of_limit']:.0f}% of it, transformers at "
+              f"{100 * mem['transformers_fraction_of_limit']:.0f}%.",
+              f"Largest |logit difference| in the prefill rows: "
+              f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="a 2-layer GPT-2: seconds instead of minutes")
+    parser.add_argument("--checks", action="store_true", help="time every step's check, cold and warm")
+    parser.add_argument("--repeats", type=int, default=None, help="runs per figure after the warm-up")
+    parser.add_argument("--json", type=Path, default=CACHE / "bench.json", help="where to write the figures")
+    args = parser.parse_args(argv)
+    if args.checks:
+        from bench.checks import main as checks
+
+        return checks()
+
+    import checker  # noqa: F401  (MAX's executor setting)
+    from bench.bandwidth import read_bandwidth
+
+    plan = TINY if args.tiny else FULL
+    if args.repeats:
+        plan = Plan(plan.prefill, plan.decode_prompt, plan.decode_steps, args.repeats)
+    bandwidth = read_bandwidth()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.tiny:
+            folder, model = _hf_tiny(Path(tmp)), f"tiny GPT-2 ({TINY_CONFIG['n_layer']} layers, width {TINY_CONFIG['n_embd']})"
+        else:
+            from checker.weights import checkpoint_for_command
+
+            if (checkpoint := checkpoint_for_command()) is None:
+                return 2
+            folder, model = checkpoint.path, checkpoint.describe()
+        result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
+                      **measure(folder, plan, bandwidth))
+    print(report(result))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1))
+    print(f"\nFigures written to {shown(args.json)}")
+    return 0 if result["tokens"]["identical"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
