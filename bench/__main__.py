@@ -2,6 +2,7 @@
 
     python -m bench                  GPT-2 small (the real checkpoint if downloaded, else the synthetic one)
     python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
+    python -m bench --profile        also time each weight matrix's product alone (bench/matvec.py)
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
 
@@ -184,6 +185,14 @@ def report(result: dict) -> str:
               f"{100 * mem['transformers_fraction_of_limit']:.0f}%.",
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
+    if "matvecs" in result:
+        step_ms = 1e3 / d["max_tokens_per_s"]
+        products = sum(r["ms"] * r["per_token"] for r in result["matvecs"])
+        lines += ["", "| weight product, alone (batch 1) | per token | ms | reads at |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r['name']} {r['shape']} | {r['per_token']} | {r['ms']:.2f} | {r['gb_s']:.1f} GB/s |"
+                  for r in result["matvecs"]]
+        lines.append(f"The products alone: {products:.1f} ms per token of the decode step's {step_ms:.1f} ms "
+                     f"({100 * products / step_ms:.0f}%); the rest is the small ops and the call.")
     return "\n".join(lines)
 
 
@@ -191,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a 2-layer GPT-2: seconds instead of minutes")
     parser.add_argument("--checks", action="store_true", help="time every step's check, cold and warm")
+    parser.add_argument("--profile", action="store_true", help="also time each weight product alone (decode)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure after the warm-up")
     parser.add_argument("--json", type=Path, default=CACHE / "bench.json", help="where to write the figures")
     args = parser.parse_args(argv)
@@ -217,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
             folder, model = checkpoint.path, checkpoint.describe()
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
                       **measure(folder, plan, bandwidth))
+        if args.profile:
+            from bench.matvec import time_matvecs
+            from checker.weights import learner_config
+
+            result["matvecs"] = time_matvecs(learner_config(json.loads((folder / "config.json").read_text())))
     print(report(result))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1))

@@ -1,0 +1,74 @@
+"""The bench on a tiny GPT-2: the KV-cache fast path gives transformers' tokens, and a broken one is caught."""
+
+import json
+
+import numpy as np
+
+from tests.conftest import run_python
+
+# A decode that forgets its cache: every step after the prefill sees only the newest token.
+FORGETFUL = """
+import sys
+import bench.kv_cache as kv
+from bench.__main__ import main
+
+compile_with_cache = kv.compile_with_cache
+
+def forgetful(model, config):
+    run = compile_with_cache(model, config)
+    return lambda ids, *cache: run(ids, *(kv.empty_cache(config, 1) if int(ids.shape[-1]) == 1 else cache))
+
+kv.compile_with_cache = forgetful
+sys.exit(main(["--tiny", "--json", sys.argv[1]]))
+"""
+
+
+def test_tiny_bench_gives_transformers_tokens(tmp_path):
+    out = tmp_path / "bench.json"
+    done = run_python("-m", "bench", "--tiny", "--json", str(out), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    tokens = result["tokens"]
+    assert tokens["identical"] and tokens["max_kv_cache"] == tokens["transformers_generate"]
+    assert len(tokens["max_kv_cache"]) == result["decode"]["steps"] + 1
+    for row in result["prefill"]:
+        assert row["max_ms"] > 0 and row["transformers_ms"] > 0 and row["max_abs_diff"] < 1e-4
+        assert abs(row["speedup"] - row["transformers_ms"] / row["max_ms"]) < 1e-9
+    memory = result["memory"]
+    assert memory["read_bandwidth_gb_s"] > 0.5
+    assert abs(memory["max_fraction_of_limit"] * memory["limit_tokens_per_s"]
+               - result["decode"]["max_tokens_per_s"]) < 1e-6
+    assert "| prefill latency | 1 | 16 |" in done.stdout and "identical" in done.stdout
+
+
+def test_a_decode_that_forgets_its_cache_fails(tmp_path):
+    out = tmp_path / "bench.json"
+    done = run_python("-c", FORGETFUL, str(out), timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "DIFFERENT" in done.stdout and not json.loads(out.read_text())["tokens"]["identical"]
+
+
+def test_the_cache_mask_equals_step_02s_mask():
+    from max.driver import CPU
+    from max.dtype import DType
+
+    from bench.kv_cache import causal_mask_with_cache
+    from solutions.solution_02 import causal_mask
+
+    for new, cached in [(1, 0), (1, 5), (3, 4), (4, 0)]:
+        ours = np.from_dlpack(causal_mask_with_cache(new, cached, dtype=DType.float32, device=CPU()))
+        theirs = np.from_dlpack(causal_mask(new, cached, dtype=DType.float32, device=CPU()))
+        assert ours.shape == (new, cached + new) and np.array_equal(ours, theirs), (new, cached)
+
+
+def test_weight_bytes_per_token_counts_what_a_decode_step_reads():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from bench.bandwidth import weight_bytes_per_token
+    from checker.weights import learner_config
+
+    config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
+    model = GPT2LMHeadModel(config)
+    # Every parameter once (the head is tied to wte), but wpe, of which one row is read.
+    values = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
+    assert weight_bytes_per_token(learner_config(config.to_dict())) == 4 * values
