@@ -73,27 +73,25 @@ def _hf_tiny(folder: Path):
     return folder
 
 
-def _models(folder: Path):
-    """(transformers' model, the compiled MAX model with a cache, the config) for the checkpoint in `folder`."""
+def _models(folder: Path, config):
+    """(transformers' model, the compiled MAX model with a cache) for the checkpoint in `folder`."""
     import torch
     from max.experimental import functional as F
     from safetensors.numpy import load_file
     from transformers import GPT2LMHeadModel as HFModel
 
     from bench.kv_cache import compile_with_cache
-    from checker.weights import learner_config
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
     torch.set_grad_enabled(False)
     hf = HFModel.from_pretrained(folder, dtype=torch.float32).eval()
-    config = learner_config(json.loads((folder / "config.json").read_text()))
     with F.lazy():
         model = GPT2LMHeadModel(config)
     load_hf_weights(model, load_file(folder / "model.safetensors"))
     started = time.perf_counter()
     run = compile_with_cache(model, config)
     print(f"MAX graph compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    return hf, run, config
+    return hf, run
 
 
 def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
@@ -111,14 +109,14 @@ def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
     return torch.cat(new, dim=1).numpy(), time.perf_counter() - started
 
 
-def measure(folder: Path, plan: Plan, bandwidth: float) -> dict:
-    """Every figure of the bench for the checkpoint in `folder`."""
+def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
+    """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`."""
     import torch
 
     from bench.bandwidth import weight_bytes_per_token
     from bench.kv_cache import greedy, prefill
 
-    hf, run, config = _models(folder)
+    hf, run = _models(folder, config)
     rng = np.random.default_rng(0)
     rows = []
     for batch, tokens in plan.prefill:
@@ -211,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import checker  # noqa: F401  (MAX's executor setting)
     from bench.bandwidth import read_bandwidth
+    from checker.weights import learner_config
 
     plan = TINY if args.tiny else FULL
     if args.repeats:
@@ -225,13 +224,13 @@ def main(argv: list[str] | None = None) -> int:
             if (checkpoint := checkpoint_for_command()) is None:
                 return 2
             folder, model = checkpoint.path, checkpoint.describe()
+        config = learner_config(json.loads((folder / "config.json").read_text()))
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
-                      **measure(folder, plan, bandwidth))
+                      **measure(folder, config, plan, bandwidth))
         if args.profile:
             from bench.matvec import time_matvecs
-            from checker.weights import learner_config
 
-            result["matvecs"] = time_matvecs(learner_config(json.loads((folder / "config.json").read_text())))
+            result["matvecs"] = time_matvecs(config)
     print(report(result))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1))
