@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
     """`--explore` (step 07): the equivalences of explore/equivalence.py, on the checked file."""
     from checker.learner import LearnerError, call, import_step
-    from checker.reference import LAYER, activations
+    from checker.reference import activations
     from explore.equivalence import explore
 
     if step != "07":
@@ -101,11 +101,11 @@ def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
         return 1
     try:
         cls = import_step(path, "_explore_checked").GPT2MultiHeadAttention
-        ok, lines = call(explore, cls, checkpoint, activations(checkpoint), LAYER, timeout=timeout)
+        ok, lines = call(explore, cls, checkpoint, activations(checkpoint), checkpoint.layer, timeout=timeout)
     except LearnerError as e:
         print(f"\n--explore could not run your module: {e}")
         return 1
-    print("\nWhat multi-head attention is, shown on your module (GPT-2 h[0] weights):")
+    print(f"\nWhat multi-head attention is, shown on your module (GPT-2 h[{checkpoint.layer}] weights):")
     print("\n".join(lines))
     return 0 if ok else 1
 

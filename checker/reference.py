@@ -22,8 +22,7 @@ import numpy as np
 from checker.paths import CACHE
 from checker.weights import Checkpoint
 
-FORMAT = 2  # bump when what is captured changes
-LAYER = 0  # the block whose sub-modules the step checks look at
+FORMAT = 3  # bump when what is captured changes
 TEXTS = (
     "The cat sat on the mat because it was tired and wanted to sleep",
     "Attention lets every token look back at the tokens that came before it",
@@ -75,18 +74,19 @@ def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
       wte [B, T, C]            transformer.wte(ids)
       wpe [T, C]               transformer.wpe(0..T-1)
       wpe_offset [T, C]        transformer.wpe(OFFSET..OFFSET+T-1): positions after OFFSET cached tokens
-      h0_in [B, T, C]          block LAYER's input (wte + wpe for LAYER 0)
+      block_in [B, T, C]       the input of block L = checkpoint.layer (wte + wpe when L is 0)
       ln_1 [B, T, C]           its ln_1 output: the attention's input
-      ln_1_tiny [B, T, C]      ln_1 applied to h0_in * TINY, where epsilon matters
+      ln_1_tiny [B, T, C]      ln_1 applied to block_in * TINY, where epsilon matters
       qkv [B, T, 3C]           c_attn(ln_1): query, key and value side by side
       q, k, v [B, H, T, D]     per-head query, key and value, as Hugging Face lays them out
       heads [B, H, T, D]       softmax(q k^T / sqrt(D) + causal mask) v, per head
       merged [B, T, C]         heads merged back: the input of c_proj
       attn [B, T, C]           the attention's output, c_proj(merged)
-      ln_2_in [B, T, C]        h0_in + attn: the residual stream after attention
+      ln_2_in [B, T, C]        block_in + attn: the residual stream after attention
       ln_2 [B, T, C]           ln_2(ln_2_in): the MLP's input
       mlp [B, T, C]            the MLP's output
-      h0_out [B, T, C]         the block's output: ln_2_in + mlp
+      block_out [B, T, C]      the block's output: ln_2_in + mlp
+      hidden [L + 1, B, T, C]  the input of every block, then the last hidden state (after ln_f)
       last_hidden [B, T, C]    the model's last hidden state, after ln_f
       logits [B, T, V]         lm_head(last_hidden)
     """
@@ -115,7 +115,7 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
     import torch
 
     model = load_hf_model(checkpoint)
-    block = model.transformer.h[LAYER]
+    block = model.transformer.h[checkpoint.layer]
     attn = block.attn
     seen: dict[str, torch.Tensor] = {}
 
@@ -126,12 +126,13 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
 
         return hook
 
-    taps = [(block, "h0_in", "in"), (block.ln_1, "ln_1", "out"), (attn.c_attn, "qkv", "out"),
+    taps = [(block, "block_in", "in"), (block.ln_1, "ln_1", "out"), (attn.c_attn, "qkv", "out"),
             (attn.c_proj, "merged", "in"), (attn, "attn", "out"), (block.ln_2, "ln_2_in", "in"),
-            (block.ln_2, "ln_2", "out"), (block.mlp, "mlp", "out"), (block, "h0_out", "out")]
+            (block.ln_2, "ln_2", "out"), (block.mlp, "mlp", "out"), (block, "block_out", "out")]
     handles = [module.register_forward_hook(keep(name, which), with_kwargs=True) for module, name, which in taps]
     tokens = torch.from_numpy(ids)
-    last_hidden = model.transformer(tokens).last_hidden_state
+    out = model.transformer(tokens, output_hidden_states=True)
+    last_hidden = out.last_hidden_state
     for h in handles:
         h.remove()
 
@@ -146,15 +147,15 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
     scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     assert torch.allclose(scores.softmax(-1) @ v, heads, atol=1e-5), "attention does not recompose"
     assert torch.allclose(attn.c_proj(seen["merged"]), seen["attn"], atol=1e-5)
-    assert torch.allclose(seen["h0_in"] + seen["attn"], seen["ln_2_in"], atol=1e-5)
-    assert torch.allclose(seen["ln_2_in"] + seen["mlp"], seen["h0_out"], atol=1e-5)
+    assert torch.allclose(seen["block_in"] + seen["attn"], seen["ln_2_in"], atol=1e-5)
+    assert torch.allclose(seen["ln_2_in"] + seen["mlp"], seen["block_out"], atol=1e-5)
 
     wte, wpe = model.transformer.wte, model.transformer.wpe
     refs = seen | {
         "ids": ids, "q": q, "k": k, "v": v, "heads": heads,
         "wte": wte(tokens), "wpe": wpe(torch.arange(T)), "wpe_offset": wpe(torch.arange(OFFSET, OFFSET + T)),
-        "ln_1_tiny": block.ln_1(seen["h0_in"] * TINY),
-        "last_hidden": last_hidden, "logits": model.lm_head(last_hidden),
+        "ln_1_tiny": block.ln_1(seen["block_in"] * TINY),
+        "last_hidden": last_hidden, "hidden": torch.stack(out.hidden_states), "logits": model.lm_head(last_hidden),
         "c_attn_weight": attn.c_attn.weight, "c_attn_bias": attn.c_attn.bias,
         "c_proj_weight": attn.c_proj.weight, "c_proj_bias": attn.c_proj.bias,
     }

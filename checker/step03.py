@@ -15,7 +15,7 @@ import numpy as np
 from checker import gpt2_np as ref
 from checker.compare import ATOL, Mistake
 from checker.loading import hf_state
-from checker.reference import LAYER, TINY, activations, token_ids
+from checker.reference import TINY, activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
@@ -46,20 +46,20 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.config()
     C, eps = config["n_embd"], config["layer_norm_epsilon"]
-    state = hf_state(checkpoint, f"transformer.h.{LAYER}.ln_1.", ["weight", "bias"])
+    state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.ln_1.", ["weight", "bias"])
     run = StepRun("03", CLASS, path, checkpoint,
-                  f"h[{LAYER}]'s input (wte + wpe) for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}]'s input{' (wte + wpe)' if checkpoint.layer == 0 else ''} for {inputs}; float32, tolerance {ATOL:.0e}",
                   ["construction", "forward", "forward, tiny inputs"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    module = run.construct(lambda: cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{LAYER}].ln_1 loaded",
-                           try_forward=lambda m: m.forward(tensor(refs["h0_in"])))
+    module = run.construct(lambda: cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{checkpoint.layer}].ln_1 loaded",
+                           try_forward=lambda m: m.forward(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
-    run.run_part("forward", module.forward, (refs["h0_in"],), refs["ln_1"], AXES, MISTAKES, args)
-    run.run_part("forward, tiny inputs", module.forward, (refs["h0_in"] * TINY,), refs["ln_1_tiny"], AXES,
+    run.run_part("forward", module.forward, (refs["block_in"],), refs["ln_1"], AXES, MISTAKES, args)
+    run.run_part("forward, tiny inputs", module.forward, (refs["block_in"] * TINY,), refs["ln_1_tiny"], AXES,
                  MISTAKES, args)
     return run.finish()

@@ -8,7 +8,7 @@ from pathlib import Path
 from checker import gpt2_np as ref
 from checker.compare import ATOL, Mistake
 from checker.loading import hf_state
-from checker.reference import LAYER, activations, token_ids
+from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
@@ -40,9 +40,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
     C, I = config.n_embd, config.n_inner
-    state = hf_state(checkpoint, f"transformer.h.{LAYER}.mlp.", NAMES)
+    state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.mlp.", NAMES)
     run = StepRun("04", CLASS, path, checkpoint,
-                  f"h[{LAYER}].ln_2 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}].ln_2 output for {inputs}; float32, tolerance {ATOL:.0e}",
                   ["construction", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
@@ -50,7 +50,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish(f"needs {CLASS}")
     module = run.construct(
         lambda: cls(config), state,
-        f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{LAYER}].mlp loaded",
+        f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{checkpoint.layer}].mlp loaded",
         try_forward=lambda m: m.forward(tensor(refs["ln_2"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")

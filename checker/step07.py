@@ -24,7 +24,7 @@ from max.experimental import functional as F
 from checker import attention_np as ref
 from checker.compare import ATOL, Mistake
 from checker.learner import LearnerError
-from checker.reference import LAYER, activations, token_ids
+from checker.reference import activations, token_ids
 from checker.report import PASS, Part, Report
 from checker.loading import hf_state, load_module
 from checker.runner import StepRun, tensor
@@ -212,14 +212,14 @@ def _forward_with(part: str, m: Mistake) -> Mistake:
 def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:
     """Builds the learner's module and loads GPT-2's weights into it."""
     C = config.n_embd
-    state = hf_state(checkpoint, f"transformer.h.{LAYER}.attn.",
+    state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.attn.",
                      ["c_attn.weight", "c_attn.bias", "c_proj.weight", "c_proj.bias"])
     module = load_module(run, lambda: cls(config), state)
     count = sum(int(np.prod([int(d) for d in t.shape])) for n, t in module.parameters if n.startswith(("c_attn.", "c_proj.")))
     return module, Part(
         "construction", PASS,
         f"c_attn Linear({C} -> {3 * C}), c_proj Linear({C} -> {C}), both with bias: {count:,} parameters "
-        f"= 4*{C}^2 + 4*{C}; GPT-2 h[{LAYER}] weights loaded",
+        f"= 4*{C}^2 + 4*{C}; GPT-2 h[{checkpoint.layer}] weights loaded",
     )
 
 
@@ -231,7 +231,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     H, C = config.n_head, config.n_embd
     D = C // H
     run = StepRun("07", CLASS, path, checkpoint,
-                  f"h[{LAYER}].ln_1 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}].ln_1 output for {inputs}; float32, tolerance {ATOL:.0e}",
                   ["construction", "_split_heads", "_merge_heads", "_attn", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)

@@ -13,7 +13,7 @@ from pathlib import Path
 from checker.block_np import WIRING_MISTAKES, Block, half
 from checker.compare import ATOL, Mistake
 from checker.loading import hf_state, load_module
-from checker.reference import LAYER, activations, token_ids
+from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun
 from checker.weights import Checkpoint
@@ -24,13 +24,13 @@ CATALOGUE = [Mistake(f"residual-{w}", says, hint, partial(half, wiring=w)) for w
 
 
 def reference_modules(checkpoint: Checkpoint, run: StepRun) -> dict[str, object]:
-    """The solutions' ln_1, attn, ln_2 and mlp, loaded with block LAYER's weights."""
+    """The solutions' ln_1, attn, ln_2 and mlp, loaded with the weights of block checkpoint.layer."""
     from solutions.solution_03 import LayerNorm
     from solutions.solution_04 import GPT2MLP
     from solutions.solution_07 import GPT2MultiHeadAttention
 
     config = checkpoint.learner_config()
-    prefix = f"transformer.h.{LAYER}."
+    prefix = f"transformer.h.{checkpoint.layer}."
     build = {
         "ln_1": (lambda: LayerNorm(config.n_embd, config.layer_norm_epsilon), ["weight", "bias"]),
         "ln_2": (lambda: LayerNorm(config.n_embd, config.layer_norm_epsilon), ["weight", "bias"]),
@@ -45,17 +45,17 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
     run = StepRun("08", "residual_step", path, checkpoint,
-                  f"h[{LAYER}]'s input for {inputs}, with the course's own LayerNorm, attention and MLP "
-                  f"loaded with GPT-2 h[{LAYER}]; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}]'s input for {inputs}, with the course's own LayerNorm, attention and MLP "
+                  f"loaded with GPT-2 h[{checkpoint.layer}]; float32, tolerance {ATOL:.0e}",
                   ["attention half", "MLP half"], timeout=timeout)
     fn = (step := run.import_step()) and run.need(step, "residual_step")
     if fn is None:
         return run.finish("needs residual_step")
     modules = reference_modules(checkpoint, run)
-    block = Block(checkpoint, LAYER)
+    block = Block(checkpoint, checkpoint.layer)
     halves = {
-        "attention half": (refs["h0_in"], modules["ln_1"], modules["attn"], refs["ln_2_in"], block.ln_1, block.attn),
-        "MLP half": (refs["ln_2_in"], modules["ln_2"], modules["mlp"], refs["h0_out"], block.ln_2, block.mlp),
+        "attention half": (refs["block_in"], modules["ln_1"], modules["attn"], refs["ln_2_in"], block.ln_1, block.attn),
+        "MLP half": (refs["ln_2_in"], modules["ln_2"], modules["mlp"], refs["block_out"], block.ln_2, block.mlp),
     }
     for name, (x, ln, sublayer, want, ln_np, sub_np) in halves.items():
         run.run_part(name, lambda x, ln=ln, sublayer=sublayer: fn(x, ln, sublayer), (x,), want, AXES, CATALOGUE,

@@ -14,7 +14,7 @@ from checker.block_np import NAMES, WIRING_MISTAKES, Block, half
 from checker.compare import ATOL, Mistake
 from checker.deps import earlier_steps_part
 from checker.loading import hf_state
-from checker.reference import LAYER, activations, token_ids
+from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, tensor
 from checker.weights import Checkpoint
@@ -50,19 +50,19 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
     run = StepRun("09", CLASS, path, checkpoint,
-                  f"h[{LAYER}]'s input for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}]'s input for {inputs}; float32, tolerance {ATOL:.0e}",
                   ["earlier steps", "construction", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
-    state = hf_state(checkpoint, f"transformer.h.{LAYER}.", NAMES)
-    module = run.construct(lambda: cls(config), state, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{LAYER} loaded",
-                           try_forward=lambda m: m.forward(tensor(refs["h0_in"])))
+    state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.", NAMES)
+    module = run.construct(lambda: cls(config), state, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{checkpoint.layer} loaded",
+                           try_forward=lambda m: m.forward(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
-    fwd = run.run_part("forward", module.forward, (refs["h0_in"],), refs["h0_out"], AXES,
-                       CATALOGUE, (Block(checkpoint, LAYER),))
+    fwd = run.run_part("forward", module.forward, (refs["block_in"],), refs["block_out"], AXES,
+                       CATALOGUE, (Block(checkpoint, checkpoint.layer),))
     run.point_to_earlier_steps(fwd)
     return run.finish()

@@ -6,7 +6,9 @@ The checks look, in order, for:
   3. `weights/synthetic-gpt2/`  a deterministic GPT-2-shaped stand-in, generated once
                                 locally with `transformers` (no network needed)
 
-All three are Hugging Face checkpoints (`config.json` + `model.safetensors`)
+GPT2_WEIGHTS=synthetic skips 1 and 2; GPT2_WEIGHTS=scale uses the second
+stand-in, `weights/gpt2-scale-synthetic/`, whose numbers have real GPT-2's
+magnitudes (see checker/synthetic.py). All are Hugging Face checkpoints (`config.json` + `model.safetensors`)
 and load through the same code. The sha256 of `model.safetensors` is recorded
 when a checkpoint is written and verified when it is used; a verified file is
 remembered by size and modification time, so the hash is not recomputed on
@@ -30,6 +32,8 @@ from checker.paths import CACHE, WEIGHTS, shown
 HF_REPO_ID = "openai-community/gpt2"
 DOWNLOADED = WEIGHTS / "gpt2"
 SYNTHETIC = WEIGHTS / "synthetic-gpt2"
+SCALE = WEIGHTS / "gpt2-scale-synthetic"
+STANDINS = ("synthetic", "scale")  # GPT2_WEIGHTS values that choose a stand-in
 MODEL_FILE = "model.safetensors"
 SUMS_FILE = "SHA256SUMS"
 DOWNLOAD_FILES = (
@@ -49,12 +53,20 @@ class WeightsError(Exception):
 @dataclass(frozen=True)
 class Checkpoint:
     path: Path  # folder holding config.json and model.safetensors
-    kind: str  # "downloaded", "hf-cache" or "synthetic"
+    kind: str  # "downloaded", "hf-cache", or a stand-in: "synthetic" or "scale"
     sha256: str  # of model.safetensors
 
     @property
     def is_real(self) -> bool:
-        return self.kind != "synthetic"
+        return self.kind not in STANDINS
+
+    @property
+    def layer(self) -> int:
+        """The block whose sub-modules the step checks look at: the first one whose input
+        carries the massive activations on the GPT-2-scale stand-in, h[0] otherwise."""
+        from checker.synthetic import SCALE_LAYER
+
+        return SCALE_LAYER if self.kind == "scale" else 0
 
     def describe(self) -> str:
         where = {
@@ -63,6 +75,10 @@ class Checkpoint:
             "synthetic": (
                 f"SYNTHETIC GPT-2-shaped checkpoint in {shown(self.path)} (offline stand-in, "
                 "random weights; `pixi run weights` fetches the real one)"
+            ),
+            "scale": (
+                f"GPT-2-SCALE SYNTHETIC checkpoint in {shown(self.path)} (offline stand-in with real GPT-2's "
+                "magnitudes: massive activations ~3000 on the first token, logits around -100 +- 150)"
             ),
         }[self.kind]
         return f"{where}, sha256 {self.sha256[:12]}"
@@ -190,46 +206,47 @@ def _hf_cache() -> Checkpoint | None:
     return Checkpoint(Path(model).parent, "hf-cache", verify(Path(model), expected))
 
 
-def _synthetic() -> Checkpoint:
-    expected = read_sums(SYNTHETIC).get(MODEL_FILE)
-    if expected is None or not (SYNTHETIC / MODEL_FILE).exists():
+def _standin(kind: str) -> Checkpoint:
+    folder = {"synthetic": SYNTHETIC, "scale": SCALE}[kind]
+    expected = read_sums(folder).get(MODEL_FILE)
+    if expected is None or not (folder / MODEL_FILE).exists():
         from checker.synthetic import generate
 
-        print(
-            f"No GPT-2 weights found: generating a synthetic GPT-2-shaped checkpoint in "
-            f"{shown(SYNTHETIC)} (once, ~30 s)...",
-            file=sys.stderr,
-            flush=True,
-        )
+        why = "No GPT-2 weights found: generating" if kind == "synthetic" else "Generating"
+        print(f"{why} a synthetic GPT-2-shaped checkpoint ({kind}) in {shown(folder)} (once, ~30 s)...",
+              file=sys.stderr, flush=True)
         try:
-            expected = generate(SYNTHETIC)
+            expected = generate(folder, kind)
         except OSError as e:
             raise WeightsError(
-                f"cannot write the synthetic checkpoint to {shown(SYNTHETIC)}: {e.strerror or e}.\n"
-                f"Make {shown(SYNTHETIC.parent)} writable (or work in a writable copy of the repository)."
+                f"cannot write the synthetic checkpoint to {shown(folder)}: {e.strerror or e}.\n"
+                f"Make {shown(folder.parent)} writable (or work in a writable copy of the repository)."
             ) from None
-    if not (SYNTHETIC / "tokenizer.json").exists():  # made by an older version of the course
+    if not (folder / "tokenizer.json").exists():  # made by an older version of the course
         from checker.synthetic import write_tokenizer
 
-        write_tokenizer(SYNTHETIC)
-    remedy = f"Delete {shown(SYNTHETIC)}; the next check generates it again."
-    return Checkpoint(SYNTHETIC, "synthetic", verify(SYNTHETIC / MODEL_FILE, expected, remedy))
+        write_tokenizer(folder)
+    remedy = f"Delete {shown(folder)}; the next check generates it again."
+    return Checkpoint(folder, kind, verify(folder / MODEL_FILE, expected, remedy))
 
 
-def find_checkpoint(*, synthetic: bool | None = None) -> Checkpoint:
+def find_checkpoint(standin: str | None = None) -> Checkpoint:
     """The checkpoint the checks use (see the module docstring for the order).
 
-    `synthetic=True`, or the environment variable GPT2_WEIGHTS=synthetic,
-    skips the real checkpoints: the test suite uses it so that its results do
-    not depend on what a machine has downloaded.
+    `standin` ("synthetic" or "scale"), or the environment variable
+    GPT2_WEIGHTS set to one of them, skips the real checkpoints: the test
+    suite uses it so that its results do not depend on what a machine has
+    downloaded.
     """
-    if synthetic is None:
-        synthetic = os.environ.get("GPT2_WEIGHTS", "auto") == "synthetic"
-    if not synthetic:
+    wanted = standin or os.environ.get("GPT2_WEIGHTS", "auto")
+    if wanted not in (*STANDINS, "auto"):
+        raise WeightsError(f"GPT2_WEIGHTS={wanted}: expected auto, {' or '.join(STANDINS)}")
+    if wanted == "auto":
         for found in (_downloaded(), _hf_cache()):
             if found is not None:
                 return found
-    return _synthetic()
+        wanted = "synthetic"
+    return _standin(wanted)
 
 
 def checkpoint_for_command() -> Checkpoint | None:

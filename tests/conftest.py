@@ -22,7 +22,7 @@ from checker.weights import find_checkpoint  # noqa: E402
 @pytest.fixture(scope="session")
 def checkpoint():
     workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
-    ckpt = find_checkpoint(synthetic=True)
+    ckpt = find_checkpoint("synthetic")
     from checker.registry import prepare
 
     prepare("12", ckpt)  # the activations every step uses, and step 12's continuation

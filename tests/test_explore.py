@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from checker.reference import LAYER, activations
+from checker.reference import activations
 from explore import ablate, heads
 from explore.attention import entropy, step07_class
 from explore.equivalence import explore, head_counts
@@ -49,7 +49,7 @@ def test_heads_on_an_unfinished_step_says_so(checkpoint, capsys):
 
 
 def test_equivalences_hold_for_the_solution(checkpoint):
-    ok, lines = explore(step07_class(True), checkpoint, activations(checkpoint), LAYER)
+    ok, lines = explore(step07_class(True), checkpoint, activations(checkpoint), checkpoint.layer)
     assert ok, lines
     assert "2,362,368 = 4*768^2 + 4*768 = 2,362,368: yes" in lines[0]
     assert "the same for all 18 head counts that divide 768" in lines[1] and len(head_counts(768)) == 18
@@ -59,7 +59,7 @@ def test_equivalences_catch_a_wrong_module(checkpoint, write_step):
     from checker.learner import import_step
 
     path = write_step(mutate(solution_source("07"), *INJECTIONS["07"]["scale-sqrt-n-embd"]))
-    ok, lines = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint), LAYER)
+    ok, lines = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint), checkpoint.layer)
     assert not ok and "vs your module" in lines[-1]
 
 

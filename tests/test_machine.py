@@ -24,7 +24,7 @@ def test_no_weights_and_no_network_fall_back_to_the_synthetic_checkpoint(checkpo
     monkeypatch.setattr(weights, "DOWNLOADED", tmp_path / "gpt2")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    found = weights.find_checkpoint(synthetic=False)
+    found = weights.find_checkpoint("auto")
     assert found.kind == "synthetic" and says("no weights downloaded, no network") in found.describe()
 
 
@@ -40,7 +40,7 @@ def test_damaged_or_truncated_weights_are_caught(checkpoint, tmp_path, monkeypat
     monkeypatch.setattr(weights, "DOWNLOADED", folder)
     monkeypatch.setattr(weights, "_STAMPS", tmp_path / "verified.json")
     with pytest.raises(WeightsError) as e:
-        weights.find_checkpoint(synthetic=False)
+        weights.find_checkpoint("auto")
     assert says("a damaged or truncated weights file") in str(e.value) and "pixi run weights --force" in str(e.value)
 
 
@@ -91,9 +91,9 @@ def test_stopped_download_says_so_and_the_next_run_finishes(checkpoint, tmp_path
     err = capsys.readouterr().err
     assert says("a download that stopped") in err and "resumes where it stopped" in err
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    assert weights.find_checkpoint(synthetic=False).kind == "synthetic"  # the checks go on meanwhile
+    assert weights.find_checkpoint("auto").kind == "synthetic"  # the checks go on meanwhile
     assert weights.download() == 0
-    assert weights.find_checkpoint(synthetic=False).sha256 == checkpoint.sha256
+    assert weights.find_checkpoint("auto").sha256 == checkpoint.sha256
 
 
 def test_unfinished_download_is_reported(tmp_path, monkeypatch):
@@ -102,7 +102,7 @@ def test_unfinished_download_is_reported(tmp_path, monkeypatch):
     (folder / weights.MODEL_FILE).write_bytes(b"partial")  # no sums file: the download never finished
     monkeypatch.setattr(weights, "DOWNLOADED", folder)
     with pytest.raises(WeightsError, match=says("a download that never finished")):
-        weights.find_checkpoint(synthetic=False)
+        weights.find_checkpoint("auto")
 
 
 def test_read_only_weights_folder(tmp_path, monkeypatch):
@@ -115,7 +115,7 @@ def test_read_only_weights_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(weights, "SYNTHETIC", tmp_path / "synthetic-gpt2")
     monkeypatch.setattr(tempfile, "mkdtemp", refuse)
     with pytest.raises(WeightsError, match=says("a read-only weights/ folder")):
-        weights.find_checkpoint(synthetic=True)
+        weights.find_checkpoint("synthetic")
 
 
 def test_read_only_cache_folder_still_checks(checkpoint, tmp_path, monkeypatch):

@@ -33,6 +33,6 @@ def test_hugging_face_cache_is_found_and_verified(checkpoint, tmp_path, monkeypa
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(weights, "DOWNLOADED", tmp_path / "not-downloaded")
     monkeypatch.setattr(weights, "_STAMPS", tmp_path / "verified.json")
-    found = weights.find_checkpoint(synthetic=False)
+    found = weights.find_checkpoint("auto")
     assert found.kind == "hf-cache" and found.sha256 == checkpoint.sha256
     assert "Hugging Face cache" in found.describe()
