@@ -28,6 +28,12 @@ def softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def log_softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log(softmax(s)) without underflow: finite even where softmax rounds to 0."""
+    s = s - np.max(s, axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
 def attend(q, k, v, *, scale: str = "sqrt_d", mask: str = "-inf", axis: int = -1) -> np.ndarray:
     """softmax(q k^T / scale + mask) v, per head: [B, H, T, D] x 3 -> [B, H, T, D]
 

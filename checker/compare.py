@@ -6,6 +6,19 @@ inputs. It names a mistake only when the learner's output really equals that
 mistake's output (within the same tolerance as the pass test); otherwise it
 says where the output diverges: which axis entries (heads, positions,
 sequences), by how much, and whether there are NaN or inf values.
+
+The tolerance is elementwise, as in `torch.testing.assert_close`:
+
+    |got - want| <= atol + rtol * |want|,   atol = scale * typical |want|
+
+float32 rounding grows with the size of the numbers an operation sums, so
+atol follows the reference's typical magnitude and rtol covers the largest
+elements. "Typical" is the median of the magnitudes that are not negligible
+(at least 1e-6 of the largest): a few massive activations do not move it, and
+a probability vector, almost all ~0, is measured by its few real entries. The
+factors were set from measured noise: every solution, correct variant and
+correct style, on both stand-in checkpoints, stays within a tenth of what is
+allowed (the test suite prints the margins and fails above 0.1).
 """
 
 from __future__ import annotations
@@ -15,7 +28,43 @@ from typing import Callable
 
 import numpy as np
 
-ATOL = 1e-4  # float32 against float32; observed differences are ~1e-6
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|got - want| <= scale * typical|want| + rtol * |want|, elementwise."""
+
+    scale: float  # atol as a fraction of the typical magnitude of the reference
+    rtol: float = 1e-5
+
+    @property
+    def exact(self) -> bool:
+        return self.scale == 0 and self.rtol == 0
+
+    def atol(self, want: np.ndarray) -> float:
+        size = np.abs(want[np.isfinite(want)])
+        if not size.any():
+            return 0.0
+        return self.scale * float(np.median(size[size >= 1e-6 * size.max()]))
+
+    def allowed(self, want: np.ndarray) -> np.ndarray:
+        return self.atol(want) + self.rtol * np.abs(want)
+
+    def rule(self, want: np.ndarray) -> str:
+        """'|diff| <= 1.8e-04 + 1e-05 x |want|' for this reference."""
+        return f"|diff| <= {self.atol(want):.1e} + {self.rtol:.0e} x |want|"
+
+    def __str__(self) -> str:
+        if self.exact:
+            return "exact values"
+        return f"tolerance |got - want| <= {self.scale:.0e} x typical|want| + {self.rtol:.0e} x |want|"
+
+
+# One block or less of float32 work (steps 03-09); a whole model (steps 10, 11).
+# Measured worst margins (max |diff| / allowed) on both stand-ins: 0.08 and 0.05.
+ONE_LAYER = Tolerance(2e-4)
+WHOLE_MODEL = Tolerance(2e-3)
+EXACT = Tolerance(0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -36,6 +85,7 @@ class Verdict:
     summary: str  # one line: max |diff| against the tolerance, or the shape problem
     details: list[str] = field(default_factory=list)
     mistake: Mistake | None = None  # the named mistake, when one matches
+    margin: float | None = None  # max |diff| / allowed: at most 1 passes; None when not numeric
 
 
 def _ranges(indices) -> str:
@@ -71,14 +121,15 @@ def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
     return "; ".join(parts)
 
 
-def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+def _close(got: np.ndarray, want: np.ndarray, tol: Tolerance) -> bool:
     """Equal within `tol`, with NaN and inf in the same places (of either kind)."""
-    if a.shape != b.shape:
+    if got.shape != want.shape:
         return False
-    finite = np.isfinite(a)
-    if not np.array_equal(finite, np.isfinite(b)):
+    finite = np.isfinite(got)
+    if not np.array_equal(finite, np.isfinite(want)):
         return False
-    return bool(np.all(np.abs(a[finite] - b[finite]) <= tol))
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(got[finite] - want[finite]) <= tol.allowed(want)[finite]))
 
 
 def compare(
@@ -87,7 +138,7 @@ def compare(
     *,
     axes: tuple[str, ...],
     mistakes: list[tuple[Mistake, np.ndarray]],
-    tol: float = ATOL,
+    tol: Tolerance = ONE_LAYER,
 ) -> Verdict:
     """Compares `got` with `want` and diagnoses a failure.
 
@@ -113,10 +164,16 @@ def compare(
     same_special = (got == want) | (np.isnan(got) & np.isnan(want))
     with np.errstate(invalid="ignore"):  # inf - inf where both are special
         diff = np.where(finite, np.abs(got.astype(np.float64) - want), 0.0)
-    bad = np.where(finite, diff > tol, ~same_special)
+    allowed = tol.allowed(want)
+    bad = np.where(finite, diff > allowed, ~same_special)
     max_diff = float(diff.max()) if diff.size else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(finite & (diff > 0), diff / allowed, 0.0)
+    margin = float(ratio.max()) if ratio.size else 0.0
     if not bad.any():
-        return Verdict(True, "exact" if tol == 0 else f"max|diff| {max_diff:.1e} <= tol {tol:.0e}")
+        if tol.exact:
+            return Verdict(True, "exact", margin=0.0)
+        return Verdict(True, f"max|diff| {max_diff:.1e}, {margin:.2f} of allowed ({tol.rule(want)})", margin=margin)
     nonfinite = ~np.isfinite(got) & ~same_special
 
     details = []
@@ -126,12 +183,13 @@ def compare(
         )
     details.append(f"differs at {where_differs(bad, axes)}")
     scale = float(np.abs(np.where(np.isfinite(want), want, 0)).max())
-    summary = (
-        f"max|diff| {max_diff:.1e} > tol {tol:.0e} (reference values up to {scale:.2g})"
-        if (diff > tol).any()
-        else f"{int(bad.sum())} values differ in being NaN or inf (yours or the reference's)"
-    )
-    for m, out in mistakes:
-        if _close(got, out, tol):
-            return Verdict(False, summary, details, m)
-    return Verdict(False, summary, details)
+    if (finite & (diff > allowed)).any():
+        if tol.exact:
+            summary = f"max|diff| {max_diff:.1e}, expected exact values (reference values up to {scale:.2g})"
+        else:
+            summary = (f"max|diff| {max_diff:.1e}, {margin:.2g}x the allowed {tol.rule(want)} "
+                       f"(reference values up to {scale:.2g})")
+    else:
+        summary = f"{int(bad.sum())} values differ in being NaN or inf (yours or the reference's)"
+    named = next((m for m, out in mistakes if _close(got, out, tol)), None)
+    return Verdict(False, summary, details, named, margin)

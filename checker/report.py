@@ -19,10 +19,11 @@ class Part:
     summary: str
     details: list[str] = field(default_factory=list)
     mistake: Mistake | None = None
+    margin: float | None = None  # max |diff| / allowed, for a numeric comparison
 
     @classmethod
     def from_verdict(cls, name: str, v: Verdict) -> Part:
-        return cls(name, PASS if v.ok else FAIL, v.summary, v.details, v.mistake)
+        return cls(name, PASS if v.ok else FAIL, v.summary, v.details, v.mistake, v.margin)
 
     @classmethod
     def from_error(cls, name: str, e: LearnerError) -> Part:

@@ -14,7 +14,7 @@ from types import ModuleType
 import numpy as np
 
 from checker import learner
-from checker.compare import ATOL, Mistake, compare
+from checker.compare import ONE_LAYER, Mistake, Tolerance, compare
 from checker.learner import LearnerError
 from checker.paths import shown
 from checker.loading import load_module
@@ -105,7 +105,8 @@ class StepRun:
         return part
 
     def run_part(self, name: str, fn, args, want: np.ndarray, axes: tuple[str, ...],
-                 mistakes=(), mistake_args=(), what: str | None = None, tol: float = ATOL) -> Part:
+                 mistakes=(), mistake_args=(), what: str | None = None,
+                 tol: Tolerance = ONE_LAYER) -> Part:
         """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args."""
         if fn is None:
             return self.add(Part(name, FAIL, f"{what or name} is missing"))

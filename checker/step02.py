@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.compare import Mistake
+from checker.compare import EXACT, Mistake
 from checker.report import Report
 from checker.runner import StepRun
 from checker.weights import Checkpoint
@@ -72,6 +72,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     for name, (T, N) in CASES.items():
         run.run_part(
             name, lambda T=T, N=N: fn(T, N, dtype=DType.float32, device=CPU()), (), mask(T, N), MASK_AXES,
-            MISTAKES, (T, N), what="causal_mask", tol=0.0,
+            MISTAKES, (T, N), what="causal_mask", tol=EXACT,
         )
     return run.finish()

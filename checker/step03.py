@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from checker import gpt2_np as ref
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import TINY, activations, token_ids
 from checker.report import Report
@@ -48,7 +48,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     C, eps = config["n_embd"], config["layer_norm_epsilon"]
     state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.ln_1.", ["weight", "bias"])
     run = StepRun("03", CLASS, path, checkpoint,
-                  f"h[{checkpoint.layer}]'s input{' (wte + wpe)' if checkpoint.layer == 0 else ''} for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}]'s input{' (wte + wpe)' if checkpoint.layer == 0 else ''} for {inputs}; float32, {ONE_LAYER}",
                   ["construction", "forward", "forward, tiny inputs"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)

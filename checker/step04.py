@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from checker import gpt2_np as ref
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
 from checker.report import Report
@@ -42,7 +42,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     C, I = config.n_embd, config.n_inner
     state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.mlp.", NAMES)
     run = StepRun("04", CLASS, path, checkpoint,
-                  f"h[{checkpoint.layer}].ln_2 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}].ln_2 output for {inputs}; float32, {ONE_LAYER}",
                   ["construction", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)

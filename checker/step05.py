@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
 from checker.report import Report
@@ -42,7 +42,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
     state = hf_state(checkpoint, "transformer.wte.", ["weight"])
-    run = StepRun("05", "GPT2TokenEmbedding", path, checkpoint, f"{inputs}; float32, tolerance {ATOL:.0e}",
+    run = StepRun("05", "GPT2TokenEmbedding", path, checkpoint, f"{inputs}; float32, {ONE_LAYER}",
                   ["construction", "forward"], timeout=timeout)
     cls = (step := run.import_step()) and run.need(step, "GPT2TokenEmbedding")
     if cls is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import OFFSET, activations
 from checker.report import Report
@@ -43,7 +43,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     state = hf_state(checkpoint, "transformer.wpe.", ["weight"])
     parts = {f"positions 0..{T - 1}": (0, refs["wpe"]), f"after {OFFSET} cached tokens": (OFFSET, refs["wpe_offset"])}
     run = StepRun("06", "GPT2PositionEmbedding", path, checkpoint,
-                  f"forward(seq_len={T}, past_length=0 and {OFFSET}); float32, tolerance {ATOL:.0e}",
+                  f"forward(seq_len={T}, past_length=0 and {OFFSET}); float32, {ONE_LAYER}",
                   ["construction", *parts], timeout=timeout)
     cls = (step := run.import_step()) and run.need(step, "GPT2PositionEmbedding")
     if cls is None:

@@ -22,7 +22,7 @@ import numpy as np
 from max.experimental import functional as F
 
 from checker import attention_np as ref
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.learner import LearnerError
 from checker.reference import activations, token_ids
 from checker.report import PASS, Part, Report
@@ -231,7 +231,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     H, C = config.n_head, config.n_embd
     D = C // H
     run = StepRun("07", CLASS, path, checkpoint,
-                  f"h[{checkpoint.layer}].ln_1 output for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}].ln_1 output for {inputs}; float32, {ONE_LAYER}",
                   ["construction", "_split_heads", "_merge_heads", "_attn", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)

@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from checker.block_np import WIRING_MISTAKES, Block, half
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state, load_module
 from checker.reference import activations, token_ids
 from checker.report import Report
@@ -46,7 +46,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     run = StepRun("08", "residual_step", path, checkpoint,
                   f"h[{checkpoint.layer}]'s input for {inputs}, with the course's own LayerNorm, attention and MLP "
-                  f"loaded with GPT-2 h[{checkpoint.layer}]; float32, tolerance {ATOL:.0e}",
+                  f"loaded with GPT-2 h[{checkpoint.layer}]; float32, {ONE_LAYER}",
                   ["attention half", "MLP half"], timeout=timeout)
     fn = (step := run.import_step()) and run.need(step, "residual_step")
     if fn is None:

@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 
 from checker.block_np import NAMES, WIRING_MISTAKES, Block, half
-from checker.compare import ATOL, Mistake
+from checker.compare import ONE_LAYER, Mistake
 from checker.deps import earlier_steps_part
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
@@ -50,7 +50,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
     run = StepRun("09", CLASS, path, checkpoint,
-                  f"h[{checkpoint.layer}]'s input for {inputs}; float32, tolerance {ATOL:.0e}",
+                  f"h[{checkpoint.layer}]'s input for {inputs}; float32, {ONE_LAYER}",
                   ["earlier steps", "construction", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.block_np import Model
-from checker.compare import ATOL, Mistake
+from checker.compare import WHOLE_MODEL, Mistake
 from checker.deps import earlier_steps_part
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
@@ -66,7 +66,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
-    run = StepRun("10", CLASS, path, checkpoint, f"{inputs}; float32, tolerance {ATOL:.0e}",
+    run = StepRun("10", CLASS, path, checkpoint, f"{inputs}; float32, {WHOLE_MODEL}",
                   ["earlier steps", "construction", "forward"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
@@ -81,6 +81,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
-                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids))
+                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL)
     run.point_to_earlier_steps(fwd)
     return run.finish()

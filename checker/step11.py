@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.attention_np import softmax
+from checker.attention_np import log_softmax, softmax
 from checker.block_np import Model
-from checker.compare import Mistake
+from checker.compare import WHOLE_MODEL, Mistake
 from checker.deps import earlier_steps_part
 from checker.learner import LearnerError
 from checker.loading import hf_state, require_module
@@ -27,7 +27,6 @@ from checker.weights import MODEL_FILE, Checkpoint
 
 CLASS = "GPT2LMHeadModel"
 AXES = ("sequences", "positions", "")
-LOGITS_TOL = 1e-3  # logits reach ~10; float32 sums over 768 products
 
 
 def stored_tensors(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
@@ -104,7 +103,7 @@ LOGITS_MISTAKES = [
     Mistake("logits-softmax", "forward returned probabilities (softmax), not logits",
             "return the raw scores; sampling applies softmax later", lambda model, ids: softmax(_logits(model, ids))),
     Mistake("logits-log-softmax", "forward returned log-probabilities, not logits",
-            "return the raw scores", lambda model, ids: np.log(softmax(_logits(model, ids)))),
+            "return the raw scores", lambda model, ids: log_softmax(_logits(model, ids))),
     Mistake("logits-before-ln-f", "the head read the hidden states before ln_f",
             "GPT2Model's output already has ln_f applied: use it", lambda model, ids: _logits(model, ids, ln_f=False)),
 ]
@@ -130,7 +129,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
-    run = StepRun("11", CLASS, path, checkpoint, f"{inputs}; float32, tolerance {LOGITS_TOL:.0e} on logits",
+    run = StepRun("11", CLASS, path, checkpoint, f"{inputs}; float32, logits {WHOLE_MODEL}",
                   ["earlier steps", "loading this checkpoint", "loading the original GPT-2 layout", "logits"],
                   timeout=timeout)
     step = run.import_step()
@@ -161,7 +160,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.todo_only(["logits"], lambda: cls(config).forward(int_tensor(ids)))
         return run.finish("needs the checkpoint to load")
     logits = run.run_part("logits", lambda: model.forward(int_tensor(ids)), (), refs["logits"], AXES,
-                          LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=LOGITS_TOL,
+                          LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
                           what="forward")
     run.point_to_earlier_steps(logits)
     return run.finish()

@@ -1,7 +1,9 @@
-"""Shared fixtures: the synthetic checkpoint, warm kernels, and a way to check a copy of a step.
+"""Shared fixtures: the stand-in checkpoints, warm kernels, and a way to check a copy of a step.
 
-The suite always uses the synthetic checkpoint (GPT2_WEIGHTS=synthetic), so
-its results do not depend on what a machine has downloaded.
+The suite uses the stand-ins only (GPT2_WEIGHTS=synthetic by default), so its
+results do not depend on what a machine has downloaded: `checkpoint` is the
+default stand-in, `checkpoints[standin]` either of the two, for the tests that
+must hold on both (solutions, variants, styles, every catalogued mistake).
 """
 
 import os
@@ -19,16 +21,27 @@ from checker.paths import REPO  # noqa: E402
 from checker.weights import find_checkpoint  # noqa: E402
 
 
+STANDINS = ("synthetic", "scale")
+
+
 @pytest.fixture(scope="session")
-def checkpoint():
-    workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
-    ckpt = find_checkpoint("synthetic")
+def checkpoints():
+    """{"synthetic": ..., "scale": ...}: both stand-ins, their references computed."""
     from checker.registry import prepare
 
-    prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
+    workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
+    found = {standin: find_checkpoint(standin) for standin in STANDINS}
+    for ckpt in found.values():
+        prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
     warmup.finish("11", workers)
     warmup.announce_compiles()
-    return ckpt
+    return found
+
+
+@pytest.fixture(scope="session")
+def checkpoint(checkpoints):
+    """The default stand-in (synthetic)."""
+    return checkpoints["synthetic"]
 
 
 @pytest.fixture
