@@ -48,7 +48,7 @@ class Tolerance:
         return self.scale * float(np.median(size[size >= 1e-6 * size.max()]))
 
     def allowed(self, want: np.ndarray) -> np.ndarray:
-        return self.atol(want) + self.rtol * np.abs(want)
+        return self.atol(want) + (self.rtol * np.abs(want) if self.rtol else np.zeros(want.shape))
 
     def rule(self, want: np.ndarray) -> str:
         """'|diff| <= 1.8e-04 + 1e-05 x |want|' for this reference."""
@@ -60,10 +60,12 @@ class Tolerance:
         return f"tolerance |got - want| <= {self.scale:.0e} x typical|want| + {self.rtol:.0e} x |want|"
 
 
-# One block or less of float32 work (steps 03-09); a whole model (steps 10, 11).
-# Measured worst margins (max |diff| / allowed) on both stand-ins: 0.08 and 0.05.
+# One block or less of float32 work (steps 03-09); a whole model (steps 10, 11), whose
+# rtol also covers what softmax makes of the logits' noise (a mistake that returns
+# probabilities is named by comparing them). Measured worst margins (max |diff| /
+# allowed) on both stand-ins: 0.08 and 0.05.
 ONE_LAYER = Tolerance(2e-4)
-WHOLE_MODEL = Tolerance(2e-3)
+WHOLE_MODEL = Tolerance(2e-3, 1e-4)
 EXACT = Tolerance(0.0, 0.0)
 
 

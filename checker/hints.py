@@ -131,10 +131,14 @@ HINTS: dict[str, dict[str, list[str]]] = {
         "greedy": ["Run the model on all ids so far, take the last position's logits, pick the largest.",
                    "Append the new id and go again; yield each new id as it is made.",
                    "np.from_dlpack(model(ids_tensor))[0, -1], then np.argmax."],
+        "eos": ["generate stops when the model produces the end-of-text token, after handing it out.",
+                "yield the token first, then return if it equals eos_token_id (None: never stop early)."],
         "top_k=1": ["Keep only the k highest logits before sampling: with k = 1 that is greedy.",
                     "Set every logit below the k-th largest to -inf."],
         "seeded": ["Make one generator per generate call: np.random.default_rng(seed).",
-                   "Draw every token from that one generator, passing it to next_token."],
+                   "Make it once, before the loop, and draw every token from it, passing it to next_token."],
+        "top_k": ["Exactly k logits survive: the k-th largest is the threshold, and it is kept.",
+                  "np.sort(logits)[-top_k] is the k-th largest; everything below it becomes -inf."],
         "distribution": ["Sample from softmax(logits / temperature) over the top k.",
                          "Divide by the temperature, mask below the k-th best, softmax, then rng.choice(V, p=probs)."],
     },
@@ -154,8 +158,8 @@ SOURCES: dict[str, dict[str, str]] = {
     "09": {"construction": "GPT2Block.__init__", "forward": "GPT2Block.forward"},
     "10": {"construction": "GPT2Model.__init__", "forward": "GPT2Model.forward"},
     "11": {"loading": "load_hf_weights", "loading the original": "load_hf_weights", "logits": "GPT2LMHeadModel.forward"},
-    "12": {"encode/decode": "encode", "greedy": "generate", "top_k=1": "next_token", "seeded": "generate",
-           "distribution": "next_token"},
+    "12": {"encode/decode": "encode", "greedy": "generate", "eos": "generate", "top_k=1": "next_token",
+           "seeded": "generate", "top_k": "next_token", "distribution": "next_token"},
 }
 STATE = paths.REPO / ".cache" / "hints.json"
 

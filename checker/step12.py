@@ -1,19 +1,23 @@
 """Step 12: the learner's encode, decode, next_token and generate.
 
-The model they drive is the course's own GPT-2 (solutions 01-11), compiled
-once, so this step is judged on its own logic. Parts:
+Only the greedy part drives a real GPT-2: the course's own (solutions 01-11),
+compiled once, so this step is judged on its own logic. Every sampling part
+drives a scripted model instead, whose logits are chosen to be spread (a
+trained GPT-2's are often so peaked that sampling is greedy in all but name,
+and then a sampler's mistakes cannot show). Parts:
 
   encode/decode    against the checkpoint's tokenizer
   greedy           NEW_TOKENS ids, equal to Hugging Face `generate`'s greedy ids
+  eos              generation stops right after yielding eos_token_id, and only then
   top_k=1          sampling that may only pick the best token must be greedy
-  seeded sampling  the same seed gives the same tokens, another seed others,
-                   and every token is among the model's top_k at its step
-  distribution     next_token's draws on fixed logits follow softmax(logits / T) over the top k
+  seeded sampling  the same seed gives the same tokens, another seed others, one
+                   generator serves the whole generation, every token is in the top_k
+  top_k            next_token never draws outside the k best, even when the next one is close
+  distribution     next_token's draws follow softmax(logits / T) over the top k
 """
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +29,19 @@ from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun
 from checker.weights import Checkpoint
 
-DRAWS = 4000
-TV_LIMIT = 0.05  # total variation distance allowed between the draws and the expected distribution
-TEMPERATURE, TOP_K = 0.7, 10
-CANDIDATES = 50  # next_token's distribution is tested on the model's 50 best logits
+VOCAB = 50257
+EOS = 50256  # GPT-2's <|endoftext|>
+# The distribution part: CANDIDATES logits spaced SLOPE apart, in a fixed shuffled order,
+# sampled DRAWS times at TEMPERATURE with TOP_K. There, ignoring the temperature or
+# multiplying by it moves the distribution by a total variation of 0.42 and 0.63 (0.32
+# between the two); a right sampler's draws stay within 0.009 of it (99.9% of seeds),
+# under a tenth of TV_LIMIT.
+CANDIDATES, SLOPE, TEMPERATURE, TOP_K, DRAWS, TV_LIMIT = 50, 0.5, 0.3, 10, 20_000, 0.1
+SPREAD = -SLOPE * np.random.default_rng(12).permutation(CANDIDATES).astype(np.float64)
+# The top_k part: ten logits almost tied, the eleventh just below them (it would get ~9%).
+NEAR_TIE = -np.concatenate([np.linspace(0.0, 0.09, TOP_K), 0.1 + 0.3 * np.arange(CANDIDATES - TOP_K)])
+TOP_K_DRAWS = 2000
+EOS_SCRIPT = [11, 12, EOS, 13, 14, 15, 16, 17]  # what greedy picks at each step of the eos part
 
 
 def tokenizer_of(checkpoint: Checkpoint):
@@ -42,6 +55,43 @@ def _model(checkpoint: Checkpoint):
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
     return compile_gpt2(GPT2LMHeadModel, load_hf_weights, checkpoint)
+
+
+class ScriptedModel:
+    """Stands in for a compiled GPT-2: ids [1, T] -> logits [1, T, VOCAB], float32.
+
+    The last position's logits are `row(n)`, n the number of tokens after the
+    prompt (placed at ids 0..len-1 of the vocabulary, every other id at -1e4);
+    the earlier positions are 0.
+    """
+
+    def __init__(self, prompt_length: int, row):
+        self.prompt_length, self.row, self.calls = prompt_length, row, 0
+
+    def __call__(self, ids):
+        from max.experimental.tensor import Tensor
+
+        self.calls += 1
+        T = (np.shape(ids) if isinstance(ids, (list, tuple, np.ndarray)) else np.from_dlpack(ids).shape)[-1]
+        logits = np.zeros((1, T, VOCAB), dtype=np.float32)
+        logits[0, -1] = -1e4
+        row = self.row(T - self.prompt_length)
+        logits[0, -1, :len(row)] = row
+        return Tensor.from_dlpack(logits)
+
+
+def _one_hot_row(token: int) -> np.ndarray:
+    row = np.full(VOCAB, -1e4, dtype=np.float32)
+    row[token] = 0.0
+    return row
+
+
+def _expected(logits: np.ndarray, temperature: float, top_k: int | None) -> np.ndarray:
+    z = logits / temperature
+    if top_k is not None:
+        z = np.where(z < np.sort(z)[-top_k], -np.inf, z)
+    p = np.exp(z - z.max())
+    return p / p.sum()
 
 
 def _last_logits(model, ids: list[int]) -> np.ndarray:
@@ -62,27 +112,25 @@ def _greedy_with(model, prompt: list[int], pick) -> list[int]:
     return out
 
 
-def _expected(logits: np.ndarray, temperature: float, top_k: int | None) -> np.ndarray:
-    z = logits / temperature
-    if top_k is not None:
-        z = np.where(z < np.sort(z)[-top_k], -np.inf, z)
-    p = np.exp(z - z.max())
-    return p / p.sum()
-
-
 # Greedy mistakes: each computes the greedy continuation it would give, from the model and the prompt.
 GREEDY_MISTAKES = [
     Mistake("greedy-first-position", "the first position's logits were used instead of the last's",
             "the next token comes from logits[0, -1], the last position",
             lambda model, prompt: _greedy_with(model, prompt, lambda z, ids: int(np.argmax(z[0])))),
     Mistake("greedy-argmin", "the smallest logit was picked (argmin)", "greedy picks the highest logit: np.argmax",
-            lambda model, prompt: _greedy_with(model, prompt, lambda z, ids: int(np.argmin(z[-1])))),
+            lambda model, prompt: _greedy_with(model, prompt, lambda z, ids: int(np.argmax(-z[-1])))),
     Mistake("greedy-not-fed-back", "the new tokens were not appended to the input: the model saw only the prompt",
             "append each new id to the sequence before the next call",
             lambda model, prompt: [int(np.argmax(_last_logits(model, prompt)))] * NEW_TOKENS),
 ]
+EOS_IGNORED = Mistake("eos-ignored", "generation went on after yielding eos_token_id",
+                      "after yielding a token equal to eos_token_id, return")
+EOS_NOT_YIELDED = Mistake("eos-not-yielded", "generation stopped before yielding eos_token_id",
+                          "yield the eos token itself, then stop: the caller sees why generation ended")
 TOP_K_IGNORED = Mistake("top-k-ignored", "top_k was not applied: tokens outside the k best can be drawn",
                         "set every logit below the k-th largest to -inf before the softmax")
+TOP_K_PLUS_ONE = Mistake("top-k-plus-one", "top_k kept k + 1 tokens: the (k+1)-th best was drawn too",
+                         "np.sort(logits)[-top_k] is the k-th largest; keep the logits >= it")
 # Distribution mistakes: each computes the distribution its draws follow, from the logits.
 DISTRIBUTION_MISTAKES = [
     Mistake("temperature-multiplied", "the logits were multiplied by the temperature instead of divided",
@@ -90,17 +138,21 @@ DISTRIBUTION_MISTAKES = [
             lambda z: _expected(z * TEMPERATURE * TEMPERATURE, TEMPERATURE, TOP_K)),
     Mistake("temperature-ignored", "the temperature was not applied", "divide the logits by the temperature",
             lambda z: _expected(z, 1.0, TOP_K)),
-    dataclasses.replace(TOP_K_IGNORED, compute=lambda z: _expected(z, TEMPERATURE, None)),
 ]
 SEED_IGNORED = Mistake("seed-ignored", "the same seed gave different tokens: the generator is not seeded",
                        "make one np.random.default_rng(seed) per generate call and draw from it")
 SEED_FIXED = Mistake("seed-fixed", "seeds 0 and 1 gave the same tokens: the seed argument is not used",
                      "pass the seed argument to np.random.default_rng")
+SEED_PER_TOKEN = Mistake("seed-per-token", "every token was the same: the generator is made again from the seed "
+                         "for each token, so each draw is the seed's first", "make the generator once, before "
+                         "the loop, and draw every token from it")
 ENCODING_RETURNED = Mistake("encode-returns-encoding", "encode returned the tokenizer's Encoding object, not its ids",
                             "tokenizer.encode(text) returns an Encoding: its .ids are the token ids")
 RAW_TOKENS = Mistake("decode-raw-tokens", "decode joined the BPE token strings (with Ġ for a space) "
                      "instead of decoding them to text", "tokenizer.decode(ids) turns byte-level tokens back into text")
-CATALOGUE = [ENCODING_RETURNED, RAW_TOKENS, *GREEDY_MISTAKES, *DISTRIBUTION_MISTAKES, SEED_IGNORED, SEED_FIXED]
+CATALOGUE = [ENCODING_RETURNED, RAW_TOKENS, *GREEDY_MISTAKES, EOS_IGNORED, EOS_NOT_YIELDED, TOP_K_IGNORED,
+             TOP_K_PLUS_ONE, *DISTRIBUTION_MISTAKES, SEED_IGNORED, SEED_FIXED, SEED_PER_TOKEN]
+PARTS = ["encode/decode", "greedy", "eos", "top_k=1", "seeded sampling", "top_k", "distribution"]
 
 
 def prepare(checkpoint: Checkpoint) -> None:
@@ -113,110 +165,172 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     prompt = tokenizer.encode(PROMPT).ids
     want = greedy_continuation(checkpoint, prompt)
     run = StepRun("12", "encode, decode, next_token, generate", path, checkpoint,
-                  f"prompt {PROMPT!r} ({len(prompt)} tokens), {NEW_TOKENS} new tokens; "
-                  "the model is the course's own GPT-2, compiled",
-                  ["encode/decode", "greedy", "top_k=1", "seeded sampling", "distribution"], timeout=timeout)
+                  f"prompt {PROMPT!r} ({len(prompt)} tokens), {NEW_TOKENS} new tokens; greedy on the course's "
+                  "own GPT-2, compiled; sampling on scripted logits that are spread", PARTS, timeout=timeout)
     step = run.import_step()
     fns = step and {name: run.need(step, name) for name in ("encode", "decode", "next_token", "generate")}
     if not fns or None in fns.values():
         return run.finish("needs encode, decode, next_token and generate")
 
-    try:
-        got_ids = run.call(fns["encode"], tokenizer, PROMPT)
-        # The prompt and the expected continuation, less ids the tokenizer lacks (the synthetic
-        # checkpoint's model has GPT-2's 50257 ids; its stand-in tokenizer has fewer).
-        ids = prompt + [i for i in want if i < tokenizer.get_vocab_size()]
-        text = run.call(fns["decode"], tokenizer, ids)
-        wanted_text = tokenizer.decode(ids)
-        if getattr(got_ids, "ids", None) == prompt:
-            run.add(Part("encode/decode", FAIL, f"encode gave {type(got_ids).__name__}, not a list of ids",
-                         mistake=ENCODING_RETURNED))
-        elif list(got_ids) != prompt:
-            run.add(Part("encode/decode", FAIL, f"encode gave {list(got_ids)[:8]}..., expected {prompt[:8]}..."))
-        elif text != wanted_text:
-            raw = "".join(tokenizer.id_to_token(i) for i in ids)
-            run.add(Part("encode/decode", FAIL, f"decode gave {text[:40]!r}, expected {wanted_text[:40]!r}",
-                         mistake=RAW_TOKENS if text == raw else None))
-        else:
-            run.add(Part("encode/decode", PASS, f"{len(prompt)} ids and back to the same text"))
-    except LearnerError as e:
-        run.add(Part.from_error("encode/decode", e))
-
-    model = _model(checkpoint)
+    run.add(_encode_decode_part(run, fns["encode"], fns["decode"], tokenizer, prompt, want))
     generate = fns["generate"]
 
-    def tokens(**kw) -> list[int]:
+    def tokens(model, ids, n, **kw) -> list[int]:
         def run_generate():
-            made = generate(model, list(prompt), NEW_TOKENS, **kw)
+            made = generate(model, list(ids), n, **kw)
             if made is None:
                 raise LearnerError("generate returned None: it should `yield` each new token id")
             return list(made)
 
         return [int(t) for t in run.call(run_generate)]
 
-    try:
-        greedy = tokens()
-        if greedy == want:
-            run.add(Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}..."))
-        else:
-            mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
-            run.add(Part("greedy", FAIL, _first_difference(greedy, want), [] if mistake else
-                         ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"], mistake))
-    except LearnerError as e:
-        run.add(Part.from_error("greedy", e))
-        greedy = None
-
-    try:
-        top1 = tokens(temperature=0.8, top_k=1, seed=0)
-        if top1 == want:
-            run.add(Part("top_k=1", PASS, "equals greedy"))
-        else:  # the same draws without top_k mean top_k changed nothing
-            ignored = tokens(temperature=0.8, seed=0) == top1
-            run.add(Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {_first_difference(top1, want)}",
-                         mistake=TOP_K_IGNORED if ignored else None))
-    except LearnerError as e:
-        run.add(Part.from_error("top_k=1", e))
-
-    try:
-        a, b, c = (tokens(temperature=1.5, top_k=40, seed=s) for s in (0, 0, 1))
-        outside = [i for i, t in enumerate(a) if t not in np.argsort(_last_logits(model, prompt + a[:i]))[-40:]]
-        if a != b:
-            run.add(Part("seeded sampling", FAIL, "the same seed gave different tokens", mistake=SEED_IGNORED))
-        elif a == c:
-            run.add(Part("seeded sampling", FAIL, "seeds 0 and 1 gave the same tokens", mistake=SEED_FIXED))
-        elif outside:
-            run.add(Part("seeded sampling", FAIL, f"token {outside[0]} is not among the model's top 40"))
-        else:
-            run.add(Part("seeded sampling", PASS, "reproducible per seed, different across seeds, always in the top 40"))
-    except LearnerError as e:
-        run.add(Part.from_error("seeded sampling", e))
-
-    run.add(_distribution_part(run, fns["next_token"], _last_logits(model, prompt)))
+    model = _model(checkpoint)
+    for name, part in (("greedy", lambda: _greedy_part(tokens, model, prompt, want)),
+                       ("eos", lambda: _eos_part(tokens, prompt)),
+                       ("top_k=1", lambda: _top1_part(tokens, prompt)),
+                       ("seeded sampling", lambda: _seeded_part(tokens, prompt))):
+        try:
+            run.add(part())
+        except LearnerError as e:
+            run.add(Part.from_error(name, e))
+    run.add(_top_k_part(run, fns["next_token"]))
+    run.add(_distribution_part(run, fns["next_token"]))
     return run.finish()
+
+
+def _encode_decode_part(run: StepRun, encode, decode, tokenizer, prompt: list[int], want: list[int]) -> Part:
+    name = "encode/decode"
+    try:
+        got_ids = run.call(encode, tokenizer, PROMPT)
+        # The prompt and the expected continuation, less ids the tokenizer lacks (the stand-in
+        # checkpoints' models have GPT-2's 50257 ids; their tokenizer has fewer).
+        ids = prompt + [i for i in want if i < tokenizer.get_vocab_size()]
+        text = run.call(decode, tokenizer, ids)
+    except LearnerError as e:
+        return Part.from_error(name, e)
+    wanted_text = tokenizer.decode(ids)
+    if getattr(got_ids, "ids", None) == prompt:
+        return Part(name, FAIL, f"encode gave {type(got_ids).__name__}, not a list of ids", mistake=ENCODING_RETURNED)
+    if list(got_ids) != prompt:
+        return Part(name, FAIL, f"encode gave {list(got_ids)[:8]}..., expected {prompt[:8]}...")
+    if text != wanted_text:
+        raw = "".join(tokenizer.id_to_token(i) for i in ids)
+        return Part(name, FAIL, f"decode gave {text[:40]!r}, expected {wanted_text[:40]!r}",
+                    mistake=RAW_TOKENS if text == raw else None)
+    return Part(name, PASS, f"{len(prompt)} ids and back to the same text", margin=0.0)
+
+
+def _greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
+    greedy = tokens(model, prompt, NEW_TOKENS)
+    if greedy == want:
+        return Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}...", margin=0.0)
+    mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
+    return Part("greedy", FAIL, _first_difference(greedy, want),
+                [] if mistake else ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"], mistake)
+
+
+def _eos_part(tokens, prompt: list[int]) -> Part:
+    """Greedy on a script whose third pick is EOS: with eos_token_id it must stop right after it."""
+    n = len(EOS_SCRIPT)
+    scripted = ScriptedModel(len(prompt), lambda i: _one_hot_row(EOS_SCRIPT[min(i, n - 1)]))
+    stopped = tokens(scripted, prompt, n, eos_token_id=EOS)
+    want = EOS_SCRIPT[:EOS_SCRIPT.index(EOS) + 1]
+    if stopped == want:
+        going = tokens(scripted, prompt, n)
+        if going == EOS_SCRIPT:
+            return Part("eos", PASS, f"stops right after yielding eos_token_id {EOS}: {want}; without it, "
+                        f"all {n}", margin=0.0)
+        return Part("eos", FAIL, f"with eos_token_id=None it gave {going}, expected all {n}: {EOS_SCRIPT}")
+    mistake = EOS_IGNORED if stopped[:len(want)] == want else EOS_NOT_YIELDED if stopped == want[:-1] else None
+    return Part("eos", FAIL, f"greedy picks {EOS_SCRIPT[:4]}... ({EOS} is eos_token_id): it gave {stopped}, "
+                f"expected {want}", mistake=mistake)
+
+
+def _top1_part(tokens, prompt: list[int]) -> Part:
+    """top_k=1 on spread logits (a different order at each step) must pick the best token every time."""
+    scripted = ScriptedModel(len(prompt), lambda i: np.roll(SPREAD, i))
+    best = [int(np.argmax(np.roll(SPREAD, i))) for i in range(NEW_TOKENS)]
+    got = tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, top_k=1, seed=0)
+    if got == best:
+        return Part("top_k=1", PASS, f"{NEW_TOKENS} tokens from spread logits, each the best one", margin=0.0)
+    second = [int(np.argsort(np.roll(SPREAD, i))[-2]) for i in range(NEW_TOKENS)]
+    if all(g in (b, s) for g, b, s in zip(got, best, second)):
+        mistake = TOP_K_PLUS_ONE  # every token one of the two best
+    else:  # the same draws without top_k: top_k changed nothing
+        mistake = TOP_K_IGNORED if tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, seed=0) == got else None
+    return Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {_first_difference(got, best)}",
+                mistake=mistake)
+
+
+def _seeded_part(tokens, prompt: list[int]) -> Part:
+    """Sampling on constant spread logits: reproducible per seed, one generator per call, in the top_k."""
+    name, k = "seeded sampling", 40
+    scripted = ScriptedModel(len(prompt), lambda i: SPREAD)
+    a, b, c = (tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, top_k=k, seed=s) for s in (0, 0, 1))
+    allowed = set(np.argsort(SPREAD)[-k:].tolist())
+    setting = f"{NEW_TOKENS} tokens from the same {CANDIDATES} spread logits, T=1, top_k={k}"
+    if a != b:
+        return Part(name, FAIL, f"{setting}: the same seed gave different tokens", mistake=SEED_IGNORED)
+    if len(set(a)) == 1:
+        return Part(name, FAIL, f"{setting}: every token was {a[0]}", mistake=SEED_PER_TOKEN)
+    if a == c:
+        return Part(name, FAIL, f"{setting}: seeds 0 and 1 gave the same tokens", mistake=SEED_FIXED)
+    outside = [t for t in a if t not in allowed]
+    if outside:
+        return Part(name, FAIL, f"{setting}: token {outside[0]} is not among the {k} best", mistake=TOP_K_IGNORED)
+    return Part(name, PASS, f"{setting}: reproducible per seed, different across seeds, all in the top {k}",
+                margin=0.0)
 
 
 def _first_difference(got: list[int], want: list[int]) -> str:
     if len(got) != len(want):
         return f"{len(got)} tokens, expected {len(want)}"
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
-    return f"token {i} is {got[i]}, Hugging Face's is {want[i]} (the first {i} match)"
+    return f"token {i} is {got[i]}, expected {want[i]} (the first {i} match)"
 
 
-def _distribution_part(run: StepRun, next_token, logits: np.ndarray) -> Part:
-    name = "distribution"
-    logits = np.sort(logits)[-CANDIDATES:]  # the model's best few: enough to test, fast to draw from
+def _draws(run: StepRun, next_token, logits: np.ndarray, n: int, temperature: float, top_k: int) -> list[int]:
     rng = np.random.default_rng(0)
+    return run.call(lambda: [int(next_token(logits.copy(), temperature=temperature, top_k=top_k, rng=rng))
+                             for _ in range(n)])
+
+
+def _top_k_part(run: StepRun, next_token) -> Part:
+    """Ten near-tied logits and an eleventh just below: top_k=10 must never draw the eleventh."""
+    name = "top_k"
     try:
-        draws = run.call(lambda: [int(next_token(logits, temperature=TEMPERATURE, top_k=TOP_K, rng=rng))
-                                  for _ in range(DRAWS)])
+        draws = _draws(run, next_token, NEAR_TIE, TOP_K_DRAWS, 1.0, TOP_K)
     except LearnerError as e:
         return Part.from_error(name, e)
-    seen = np.bincount(draws, minlength=len(logits)) / DRAWS
-    expected = _expected(logits, TEMPERATURE, TOP_K)
-    tv = 0.5 * np.abs(seen - expected).sum()
-    setting = f"{DRAWS} draws from {CANDIDATES} logits at T={TEMPERATURE}, top_k={TOP_K}"
-    if tv <= TV_LIMIT:
-        return Part(name, PASS, f"{setting}: total variation {tv:.3f} <= {TV_LIMIT}")
-    mistake = next((m for m in DISTRIBUTION_MISTAKES if 0.5 * np.abs(seen - m.compute(logits)).sum() <= TV_LIMIT), None)
-    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
+    rank = {int(t): r for r, t in enumerate(np.argsort(-NEAR_TIE))}
+    ranks = [rank.get(t, CANDIDATES) for t in draws]  # an id outside the logits counts as the worst
+    setting = f"{TOP_K_DRAWS} draws, top_k={TOP_K}, the {TOP_K + 1}th logit 0.01 below the {TOP_K}th"
+    if max(ranks) < TOP_K:
+        return Part(name, PASS, f"{setting}: only the {TOP_K} best were drawn", margin=0.0)
+    outside = sum(r >= TOP_K for r in ranks)
+    mistake = TOP_K_PLUS_ONE if max(ranks) == TOP_K else TOP_K_IGNORED
+    return Part(name, FAIL, f"{setting}: {outside} draws were outside the {TOP_K} best (ranks up to {max(ranks) + 1})",
                 mistake=mistake)
+
+
+def _distribution_part(run: StepRun, next_token) -> Part:
+    name = "distribution"
+    try:
+        draws = _draws(run, next_token, SPREAD, DRAWS, TEMPERATURE, TOP_K)
+    except LearnerError as e:
+        return Part.from_error(name, e)
+    if any(not 0 <= t < CANDIDATES for t in draws):
+        bad = next(t for t in draws if not 0 <= t < CANDIDATES)
+        return Part(name, FAIL, f"next_token returned {bad} for {CANDIDATES} logits: return an index into them")
+    seen = np.bincount(draws, minlength=CANDIDATES) / DRAWS
+    expected = _expected(SPREAD, TEMPERATURE, TOP_K)
+    tv = 0.5 * np.abs(seen - expected).sum()
+    setting = f"{DRAWS} draws from {CANDIDATES} spread logits at T={TEMPERATURE}, top_k={TOP_K}"
+    if tv <= TV_LIMIT:
+        return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / TV_LIMIT:.2f} of the allowed {TV_LIMIT}",
+                    margin=tv / TV_LIMIT)
+    distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD)).sum(), i) for i, m in enumerate(DISTRIBUTION_MISTAKES))
+    mistake = DISTRIBUTION_MISTAKES[closest] if distance <= TV_LIMIT else None
+    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
+                mistake=mistake, margin=tv / TV_LIMIT)
+

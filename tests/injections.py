@@ -206,5 +206,11 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
                                 "logits = logits.astype(np.float64)"),
         "seed-ignored": ("rng = np.random.default_rng(seed)\n    ids", "rng = np.random.default_rng()\n    ids"),
         "seed-fixed": ("rng = np.random.default_rng(seed)\n    ids", "rng = np.random.default_rng(0)\n    ids"),
+        "seed-per-token": ("    for _ in range(max_new_tokens):\n",
+                           "    for _ in range(max_new_tokens):\n        rng = np.random.default_rng(seed)\n"),
+        "eos-ignored": ("        yield token\n        if token == eos_token_id:\n            return", "        yield token"),
+        "eos-not-yielded": ("        yield token\n        if token == eos_token_id:\n            return",
+                            "        if token == eos_token_id:\n            return\n        yield token"),
+        "top-k-plus-one": ("kth = np.sort(logits)[-top_k]", "kth = np.sort(logits)[-top_k - 1]"),
     },
 }
