@@ -2,7 +2,8 @@
 
     python -m gpt2 "The meaning of life is"              your steps 11 and 12
     python -m gpt2 "The meaning of life is" --solutions  the course's solutions
-    python -m gpt2 "..." --compare                       and transformers' continuation beside it
+    python -m gpt2 "..." --compare                       and transformers' continuation beside it;
+                                                         if the ids differ, which of your steps to look at
     python -m gpt2 "..." --temperature 0.8 --top-k 40 --seed 1
 
 The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
@@ -14,18 +15,35 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 
-def _learner_functions(solutions: bool):
+def _learner_modules(solutions: bool):
     from checker.learner import import_step
     from checker.paths import step_file
 
     eleven = import_step(step_file("11", solution=solutions), "_gpt2_step11")
     twelve = import_step(step_file("12", solution=solutions), "_gpt2_step12")
-    return eleven.GPT2LMHeadModel, eleven.load_hf_weights, twelve
+    return eleven, twelve
 
 
-def _compare(checkpoint, prompt_ids: list[int], ours: list[int], tokenizer, n: int) -> bool:
+class _Text:
+    """The text after the prompt, a token at a time; an id the tokenizer has no text for (the
+    stand-in checkpoints' tokenizer knows few) shows as <id>."""
+
+    def __init__(self, decode, prompt_ids: list[int]):
+        self.decode, self.ids = decode, list(prompt_ids)
+        self.shown = decode(self.ids)
+
+    def add(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.decode(self.ids)
+        piece = text[len(self.shown):] if text != self.shown else f"<{token}>"
+        self.shown = text
+        return piece
+
+
+def _compare(checkpoint, prompt: str, prompt_ids: list[int], ours: list[int], tokenizer, n: int) -> bool:
     import torch
 
     from checker.reference import load_hf_model
@@ -34,7 +52,8 @@ def _compare(checkpoint, prompt_ids: list[int], ours: list[int], tokenizer, n: i
     out = load_hf_model(checkpoint).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
                                              min_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
     theirs = out[0, len(prompt_ids):].tolist()
-    print(f"\ntransformers: {tokenizer.decode(prompt_ids + theirs)}")
+    text = _Text(tokenizer.decode, prompt_ids)
+    print(f"\ntransformers: {prompt}{''.join(text.add(t) for t in theirs)}")
     same = theirs == ours
     if same:
         print(f"Token ids identical for all {n} new tokens: {ours[:8]}...")
@@ -42,6 +61,20 @@ def _compare(checkpoint, prompt_ids: list[int], ours: list[int], tokenizer, n: i
         i = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
         print(f"Token ids differ from position {i}: yours {ours[i:i + 5]}, transformers' {theirs[i:i + 5]}")
     return same
+
+
+def _diagnose(eleven, checkpoint, error=None) -> None:
+    """Names the step whose piece differs from transformers, compiled as here (checker.compiled.diagnose)."""
+    from checker.compiled import diagnose
+    from checker.deps import used_modules
+    from checker.reference import activations
+    from checker.runner import StepRun
+
+    print("\nLooking for the step: each of your steps' pieces compiled alone, as here, and compared with "
+          "transformers (~15 s a piece the first time)...", flush=True)
+    run = StepRun("11", "diagnosis", Path(eleven.__file__), checkpoint, "", [], timeout=0)
+    for line in diagnose(used_modules(eleven), checkpoint, activations(checkpoint), run, error):
+        print(f"  {line}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import checker  # noqa: F401  (MAX's executor setting)
-    from checker.compiled import compile_gpt2
+    from checker.compiled import compile_gpt2, load_gpt2
+    from checker.warmup import quiet_max_logs
     from checker.learner import LearnerError, call
     from checker.step12 import tokenizer_of
     from checker.weights import checkpoint_for_command
 
+    quiet_max_logs()
     if (checkpoint := checkpoint_for_command()) is None:
         return 2
     print(f"Weights: {checkpoint.describe()}")
@@ -68,41 +103,47 @@ def main(argv: list[str] | None = None) -> int:
         print("These are random weights, so the text is gibberish. What matters: the token ids equal "
               "transformers' (try --compare). `pixi run weights` fetches the real GPT-2.")
     try:
-        model_cls, load, twelve = _learner_functions(args.solutions)
-        model = call(compile_gpt2, model_cls, load, checkpoint, timeout=0)
+        eleven, twelve = _learner_modules(args.solutions)
+        model = call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint, timeout=0)
     except (LearnerError, AttributeError) as e:
         print(f"Your model could not be built: {e}\nRun the checks first: pixi run s11, pixi run s12.",
               file=sys.stderr)
+        return 1
+    try:
+        model = call(compile_gpt2, model, timeout=0)
+    except LearnerError as e:
+        print(f"Your model could not be compiled: {e}", file=sys.stderr)
+        _diagnose(eleven, checkpoint, e)
         return 1
     tokenizer = tokenizer_of(checkpoint)
     prompt_ids = tokenizer.encode(args.prompt).ids
     eos = tokenizer.token_to_id("<|endoftext|>")
     print(f"\n{args.prompt}", end="", flush=True)
     ours: list[int] = []
-    shown = args.prompt
     started = time.perf_counter()
     try:
+        text = _Text(lambda ids: twelve.decode(tokenizer, ids), prompt_ids)
         for token in twelve.generate(model, prompt_ids, args.max_new_tokens, temperature=args.temperature,
                                      top_k=args.top_k, seed=args.seed,
                                      eos_token_id=None if args.compare else eos):
             ours.append(int(token))
-            text = twelve.decode(tokenizer, prompt_ids + ours)
-            # Print only what is new; an id the tokenizer has no text for (the synthetic
-            # checkpoint's stand-in tokenizer knows few) is shown as <id>.
-            print(text[len(shown):] if text != shown else f"<{token}>", end="", flush=True)
-            shown = text
-    except Exception as e:  # the learner's generate
+            print(text.add(int(token)), end="", flush=True)
+    except Exception as e:  # the learner's generate or decode
         from checker.learner import explain
 
         print(f"\n\nYour generate failed: {explain(e)}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - started
     print(f"\n\n({len(ours)} tokens in {seconds:.1f} s, {len(ours) / seconds:.1f} tokens/s)")
-    if args.compare:
-        if args.temperature != 0.0:
-            print("(--compare runs transformers greedily; with sampling the ids are not expected to match)")
-        return 0 if _compare(checkpoint, prompt_ids, ours, tokenizer, len(ours)) or args.temperature else 1
-    return 0
+    if not args.compare:
+        return 0
+    if args.temperature != 0.0:
+        print("(--compare runs transformers greedily; with sampling the ids are not expected to match)")
+    if _compare(checkpoint, args.prompt, prompt_ids, ours, tokenizer, len(ours)) or args.temperature:
+        return 0
+    if not args.solutions:
+        _diagnose(eleven, checkpoint)
+    return 1
 
 
 if __name__ == "__main__":

@@ -192,6 +192,10 @@ def compare(
             summary = (f"max|diff| {max_diff:.1e}, {margin:.2g}x the allowed {tol.rule(want)} "
                        f"(reference values up to {scale:.2g})")
     else:
-        summary = f"{int(bad.sum())} values differ in being NaN or inf (yours or the reference's)"
+        counts = [(int((np.isfinite(got) & ~np.isfinite(want)).sum()), "finite where the reference has inf or NaN"),
+                  (int((~np.isfinite(got) & np.isfinite(want)).sum()), "inf or NaN where the reference is finite"),
+                  (int((~np.isfinite(got) & ~np.isfinite(want) & ~same_special).sum()),
+                   "inf or NaN of another kind than the reference's")]
+        summary = "; ".join(f"{n} of {got.size} values are {what}" for n, what in counts if n)
     named = next((m for m, out in mistakes if _close(got, out, tol)), None)
     return Verdict(False, summary, details, named, margin)

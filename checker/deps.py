@@ -21,9 +21,9 @@ from checker.report import FAIL, PASS, Part
 _STEP = re.compile(r"^(?:steps\.step|solutions\.solution)_(\d\d)$")
 
 
-def used_steps(module: ModuleType) -> dict[str, Path]:
-    """{'03': path, ...}: the course steps `module` uses, directly or through each other."""
-    found: dict[str, Path] = {}
+def used_modules(module: ModuleType) -> dict[str, ModuleType]:
+    """{'03': module, ...}: the course steps `module` uses, directly or through each other."""
+    found: dict[str, ModuleType] = {}
     todo = [module]
     while todo:
         mod = todo.pop()
@@ -31,9 +31,14 @@ def used_steps(module: ModuleType) -> dict[str, Path]:
             name = getattr(value, "__module__", None) or (value.__name__ if isinstance(value, ModuleType) else None)
             m = _STEP.match(name or "")
             if m and m.group(1) not in found and name in sys.modules:
-                found[m.group(1)] = Path(sys.modules[name].__file__)
+                found[m.group(1)] = sys.modules[name]
                 todo.append(sys.modules[name])
     return dict(sorted(found.items()))
+
+
+def used_steps(module: ModuleType) -> dict[str, Path]:
+    """{'03': path, ...}: the files of the course steps `module` uses."""
+    return {step: Path(mod.__file__) for step, mod in used_modules(module).items()}
 
 
 _checking_earlier = False  # set while the earlier steps run, so theirs are not re-run inside

@@ -54,9 +54,12 @@ class Report:
         width = max(len(p.name) for p in self.parts) if self.parts else 0
         pad = " " * (width + 10)
         lines = [*self.header, self.title, ""]
+        def indented(text: str) -> str:  # a message's own lines (a learner's source line) under its first
+            return text.replace("\n", "\n" + pad)
+
         for p in self.parts:
-            lines.append(f"  {tag(p.status)}  {p.name:<{width}}  {p.summary}")
-            lines += [f"{pad}{d}" for d in p.details]
+            lines.append(f"  {tag(p.status)}  {p.name:<{width}}  {indented(p.summary)}")
+            lines += [f"{pad}{indented(d)}" for d in p.details]
             if p.mistake:
                 lines.append(f"{pad}likely mistake: {p.mistake.says}")
                 lines.append(f"{pad}hint: {p.mistake.hint}")

@@ -8,6 +8,7 @@ are numpy arrays become MAX tensors; the result must come back as a MAX tensor.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -138,6 +139,30 @@ class StepRun:
             return None
         self.add(Part("construction", PASS, summary))
         return module
+
+    def compiled_part(self, learner_step: ModuleType, checkpoint: Checkpoint, refs: dict) -> Part:
+        """The step's piece compiled with symbolic dimensions, as `pixi run gpt2` compiles it.
+
+        Runs only once every part before it passes (a new graph takes ~15 s to
+        compile); otherwise the part is left to `finish` as skipped.
+        """
+        from checker.compiled import PROBES, SYMBOLIC, probe
+
+        if any(p.status != PASS for p in self.report.parts):
+            return None
+        what = PROBES[self.step].what
+        print(f"(compiling your {what} with a symbolic batch and length, as pixi run gpt2 does: "
+              "~15 s after a change, ~2 s when unchanged)", file=sys.stderr, flush=True)
+        try:
+            verdict = probe(self.step, learner_step, checkpoint, refs, self)
+        except LearnerError as e:
+            return self.add(Part("compiled", FAIL, f"your {what} cannot be compiled with a symbolic batch and "
+                                 f"length, as pixi run gpt2 compiles it: {e}", [SYMBOLIC]))
+        part = Part.from_verdict("compiled", verdict)
+        part.summary = f"symbolic batch and length, as pixi run gpt2 runs it: {part.summary}"
+        if not verdict.ok:
+            part.details.append(f"run op by op your {what} is right: what changes is how MAX compiles it")
+        return self.add(part)
 
     def point_to_earlier_steps(self, part: Part) -> None:
         """When `part` fails and so does the "earlier steps" part, repeat which step to fix first."""

@@ -2,7 +2,9 @@
 
 Row i (a query) may attend to column j (a key) when j <= num_tokens + i: the
 `num_tokens` cached keys come first, then the new tokens. Allowed entries are
-0, masked ones -inf, and the values are compared exactly.
+0, masked ones -inf, and the values are compared exactly: op by op, then
+compiled with a symbolic length and added to [B, H, T, T] scores, as the
+attention of `pixi run gpt2`'s compiled model uses it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.compare import EXACT, Mistake
+from checker.compiled import MASK_LOST
 from checker.report import Report
 from checker.runner import StepRun
 from checker.weights import Checkpoint
@@ -51,7 +54,7 @@ MISTAKES = [
 ]
 
 
-CATALOGUE = MISTAKES
+CATALOGUE = [*MISTAKES, MASK_LOST]
 
 
 def prepare(checkpoint: Checkpoint) -> None:
@@ -63,8 +66,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     from max.dtype import DType
 
     cases = ", ".join(f"{n} (sequence_length={t}, num_tokens={c})" for n, (t, c) in CASES.items())
-    run = StepRun("02", "causal_mask", path, checkpoint, f"{cases}; float32, exact values", list(CASES),
-                  timeout=timeout)
+    run = StepRun("02", "causal_mask", path, checkpoint, f"{cases}; float32, exact values; then compiled, added "
+                  "to [B, H, T, T] scores", [*CASES, "compiled"], timeout=timeout)
     step = run.import_step()
     fn = step and run.need(step, "causal_mask")
     if fn is None:
@@ -74,4 +77,5 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
             name, lambda T=T, N=N: fn(T, N, dtype=DType.float32, device=CPU()), (), mask(T, N), MASK_AXES,
             MISTAKES, (T, N), what="causal_mask", tol=EXACT,
         )
-    return run.finish()
+    run.compiled_part(step, checkpoint, {})
+    return run.finish("runs once the parts above pass")

@@ -1,12 +1,14 @@
 """Step 07: the learner's GPT2MultiHeadAttention against Hugging Face's GPT2Attention.
 
-Five parts, each checked on its own so one mistake does not hide the others:
+Six parts, each checked on its own so one mistake does not hide the others:
 
   construction   c_attn and c_proj exist with GPT-2's shapes; the weights load
   _split_heads   [B, T, C] -> [B, H, T, D], on the reference query
   _merge_heads   [B, H, T, D] -> [B, T, C], on the reference attention output
   _attn          the reference q, k, v -> per-head attention output
   forward        the layer's real input (ln_1's output) -> the layer's output
+  compiled       forward again, compiled with a symbolic batch and length as
+                 `pixi run gpt2` compiles it (once every part above passes)
 
 Each part's mistakes are listed with the output they would produce; see
 `checker.compare` for how one is named.
@@ -232,7 +234,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     D = C // H
     run = StepRun("07", CLASS, path, checkpoint,
                   f"h[{checkpoint.layer}].ln_1 output for {inputs}; float32, {ONE_LAYER}",
-                  ["construction", "_split_heads", "_merge_heads", "_attn", "forward"], timeout=timeout)
+                  ["construction", "_split_heads", "_merge_heads", "_attn", "forward", "compiled"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
     if cls is None:
@@ -272,4 +274,5 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     fwd = run.run_part("forward", method("forward"), (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H))
     if fwd.status != PASS and broken:
         fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
-    return run.finish()
+    run.compiled_part(step, checkpoint, refs)
+    return run.finish("runs once the parts above pass")

@@ -3,20 +3,23 @@
 Parts: the earlier steps it uses; construction; loading this checkpoint's
 tensors as they are stored; loading them in the layout of the original GPT-2
 file (no `transformer.` prefix, the causal-mask buffers `attn.bias` and
-`attn.masked_bias`, a stored `lm_head.weight`); and the logits.
+`attn.masked_bias`, a stored `lm_head.weight`); the logits; and the logits
+again with the model compiled into one graph, as `pixi run gpt2` runs it.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from checker.attention_np import log_softmax, softmax
 from checker.block_np import Model
-from checker.compare import WHOLE_MODEL, Mistake
-from checker.deps import earlier_steps_part
+from checker.compare import WHOLE_MODEL, Mistake, compare
+from checker.compiled import BATCH, SEQ, compile_module, diagnose, run_compiled
+from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
 from checker.loading import hf_state, require_module
 from checker.reference import activations, token_ids
@@ -130,8 +133,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     _, inputs = token_ids(checkpoint)
     config = checkpoint.learner_config()
     run = StepRun("11", CLASS, path, checkpoint, f"{inputs}; float32, logits {WHOLE_MODEL}",
-                  ["earlier steps", "loading this checkpoint", "loading the original GPT-2 layout", "logits"],
-                  timeout=timeout)
+                  ["earlier steps", "loading this checkpoint", "loading the original GPT-2 layout", "logits",
+                   "compiled"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
     load = step and run.need(step, "load_hf_weights")
@@ -163,4 +166,33 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                           LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
                           what="forward")
     run.point_to_earlier_steps(logits)
-    return run.finish()
+    if all(p.status == PASS for p in run.report.parts):
+        run.add(_compiled_part(run, step, model, checkpoint, refs))
+    return run.finish("runs once the parts above pass")
+
+
+def _compiled_part(run: StepRun, step, model, checkpoint: Checkpoint, refs: dict) -> Part:
+    """The loaded model compiled as `pixi run gpt2` compiles it, at two batch sizes and lengths.
+
+    When the graph's logits are wrong (op by op they are right: the logits
+    part passed), the pieces of the learner's steps are compiled one at a
+    time to name the step whose code changes when compiled.
+    """
+    cases = [(refs["ids"], refs["logits"]), (refs["ids"][:1, :6], refs["logits"][:1, :6])]
+    shown = " and ".join(f"{ids.shape[0]} x {ids.shape[1]} tokens" for ids, _ in cases)
+    print("(compiling your model into one graph, as pixi run gpt2 does: 1-3 min after a change to its code, "
+          "~2 s when unchanged)", file=sys.stderr, flush=True)
+    try:
+        compiled = run.call(compile_module, model, [(cases[0][0], (BATCH, SEQ))])
+        verdicts = [compare(run.call(run_compiled, compiled, [ids])[0], want.astype(np.float64), axes=AXES,
+                            mistakes=[], tol=WHOLE_MODEL) for ids, want in cases]
+    except LearnerError as e:
+        return Part("compiled", FAIL, f"your model cannot be compiled with a symbolic batch and length, as pixi run "
+                    f"gpt2 compiles it: {e}", diagnose(used_modules(step), checkpoint, refs, run, e))
+    worst = max(verdicts, key=lambda v: (not v.ok, v.margin or 0.0))
+    summary = f"{shown}, symbolic batch and length as pixi run gpt2 compiles it: {worst.summary}"
+    if worst.ok:
+        return Part("compiled", PASS, summary, margin=worst.margin)
+    return Part("compiled", FAIL, summary, [
+        *worst.details, "run op by op your model is right (the logits part passes): what changes is how MAX "
+        "compiles it", *diagnose(used_modules(step), checkpoint, refs, run)], margin=worst.margin)

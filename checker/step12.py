@@ -51,10 +51,10 @@ def tokenizer_of(checkpoint: Checkpoint):
 
 
 def _model(checkpoint: Checkpoint):
-    from checker.compiled import compile_gpt2
+    from checker.compiled import compile_gpt2, load_gpt2
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
-    return compile_gpt2(GPT2LMHeadModel, load_hf_weights, checkpoint)
+    return compile_gpt2(load_gpt2(GPT2LMHeadModel, load_hf_weights, checkpoint))
 
 
 class ScriptedModel:
