@@ -90,7 +90,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
             continue
         got = getattr(config, field)
         if _same(got, want[field]):
-            run.add(Part(field, PASS, f"{got!r}"))
+            run.add(Part(field, PASS, f"{got!r}", margin=0.0))
         elif got in (0, 0.0) and not isinstance(got, bool):
             run.add(Part(field, TODO, f"still {got!r}: fill in GPT-2 small's value"))
         else:

@@ -93,7 +93,7 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tu
         if value.shape == want.shape[::-1] or (value.shape == want.shape and np.array_equal(value, want.T)):
             return Part(name, FAIL, f"{n} holds Hugging Face's [in, out] layout", mistake=CONV1D_NOT_TRANSPOSED), None
         return Part(name, FAIL, f"{n} does not hold GPT-2's {n}"), None
-    return Part(name, PASS, f"all {len(expected)} parameters hold GPT-2's values"), model
+    return Part(name, PASS, f"all {len(expected)} parameters hold GPT-2's values", margin=0.0), model
 
 
 def _logits(model, ids, **switches):

@@ -7,6 +7,7 @@ must hold on both (solutions, variants, styles, every catalogued mistake).
 """
 
 import os
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -82,22 +83,71 @@ def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
     return source.replace(old, new)
 
 
-# step -> {mistake id: (caught, named)}, filled by tests/test_catalogue.py
-MUTATION_RESULTS: dict[str, dict[str, tuple[bool, bool]]] = defaultdict(dict)
+def learner_source(step: str) -> str:
+    """The solution of `step` as a learner's file: it imports the learner's own earlier steps."""
+    return solution_source(step).replace("solutions.solution_", "steps.step_")
+
+
+@pytest.fixture
+def learner_repo(tmp_path):
+    """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
+    steps.step_NN); the checkpoints and cached references are the suite's own."""
+    repo = tmp_path / "clone"
+    repo.mkdir()
+    for name in ("checker", "solutions"):
+        shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "gpt2.py", repo)
+    (repo / "steps").mkdir()
+    (repo / "steps" / "__init__.py").write_text("")
+    for step in range(1, 13):
+        (repo / "steps" / f"step_{step:02d}.py").write_text(learner_source(f"{step:02d}"))
+    for name in ("weights", ".cache"):
+        (REPO / name).mkdir(exist_ok=True)
+        (repo / name).symlink_to(REPO / name)
+    return repo
+
+
+# step -> {(mistake id, stand-in): (caught, named)}, filled by tests/test_catalogue.py
+MUTATION_RESULTS: dict[str, dict[tuple[str, str], tuple[bool, bool]]] = defaultdict(dict)
+# (step, part) -> {stand-in: the worst margin (max |diff| / allowed) of a correct implementation}
+MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+MARGIN_LIMIT = 0.1
+
+
+def assert_passes_with_margin(report, step: str, standin: str) -> None:
+    """Every part passes, each with max |diff| at most a tenth of what its tolerance allows; the
+    margins go into the table printed at the end."""
+    __tracebackhide__ = True
+    assert report.ok, report.render()
+    for p in report.parts:
+        if p.margin is not None:
+            MARGINS[(step, p.name)][standin] = max(MARGINS[(step, p.name)].get(standin, 0.0), p.margin)
+    over = [f"{p.name}: {p.margin:.2f}" for p in report.parts if p.margin is not None and p.margin > MARGIN_LIMIT]
+    assert not over, f"margin above {MARGIN_LIMIT} ({', '.join(over)}):\n{report.render()}"
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The mutation suite's table: per step, mistakes injected, caught (the check failed), named."""
-    if not MUTATION_RESULTS:
-        return
+    """The mutation suite's table (per step and stand-in: mistakes injected, caught, named) and the
+    margin table (per part and stand-in: the worst max |diff| / allowed of a correct implementation)."""
     write = terminalreporter.write_line
-    terminalreporter.section("mistake catalogue: injected into the solutions")
-    write("| step | mistakes | caught | named |")
-    write("|---|---|---|---|")
-    totals = [0, 0, 0]
-    for step in sorted(MUTATION_RESULTS):
-        results = MUTATION_RESULTS[step].values()
-        row = [len(results), sum(c for c, _ in results), sum(n for _, n in results)]
-        totals = [t + r for t, r in zip(totals, row)]
-        write(f"| {step} | {row[0]} | {row[1]} | {row[2]} |")
-    write(f"| all | {totals[0]} | {totals[1]} | {totals[2]} |")
+    if MUTATION_RESULTS:
+        terminalreporter.section("mistake catalogue: injected into the solutions")
+        write("| step | mistakes | caught, synthetic | named, synthetic | caught, GPT-2-scale | named, GPT-2-scale |")
+        write("|---|---|---|---|---|---|")
+        totals = [0] * 5
+        for step in sorted(MUTATION_RESULTS):
+            results = MUTATION_RESULTS[step]
+            row = [len({m for m, _ in results})]
+            for standin in STANDINS:
+                mine = [r for (m, k), r in results.items() if k == standin]
+                row += [sum(c for c, _ in mine), sum(n for _, n in mine)]
+            totals = [t + r for t, r in zip(totals, row)]
+            write("| " + " | ".join([step, *map(str, row)]) + " |")
+        write("| " + " | ".join(["all", *map(str, totals)]) + " |")
+    if MARGINS:
+        terminalreporter.section(f"margins: worst max|diff| / allowed of a correct implementation (limit {MARGIN_LIMIT})")
+        write("| step | part | synthetic | GPT-2-scale |")
+        write("|---|---|---|---|")
+        for (step, part), worst in sorted(MARGINS.items()):
+            write(f"| {step} | {part} | " + " | ".join(f"{worst[k]:.3f}" if k in worst else "-" for k in STANDINS)
+                  + " |")

@@ -61,6 +61,8 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
         "mask-ignores-cache": (_MASK, _MASK.replace("num_upper=num_tokens", "num_upper=0")),
         "mask-square": (("total = Dim(sequence_length) + num_tokens", _MASK),
                         ("total = Dim(sequence_length)", _MASK.replace("num_upper=num_tokens", "num_upper=0"))),
+        # Right op by op: key and query positions from arange, compared with <= (MAX miscompiles it).
+        "compiled-mask-lost": (_MASK, _ARANGE_MASK.format(allowed="k <= q + num_tokens")),
     },
     "03": {
         "ln-unbiased-variance": ("var = (centered * centered).mean(axis=-1)",

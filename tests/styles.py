@@ -27,18 +27,17 @@ STYLES: dict[str, dict[str, tuple]] = {
              "        if self.n_inner is None:\n            self.n_inner = 4 * self.n_embd\n")),
     },
     "02": {
-        "positions compared, F.where": (_MASK, (
-            "q = Tensor.arange(0, sequence_length, dtype=DType.int64, device=device).reshape([-1, 1])\n"
-            "    k = Tensor.arange(0, total, dtype=DType.int64, device=device).reshape([1, -1])\n"
-            "    return F.where(k <= q + num_tokens, F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), "
-            "[sequence_length, total]), mask)")),
+        "a band of ones, then where": (_MASK, (
+            "ones = F.broadcast_to(Tensor(1.0, dtype=dtype, device=device), [sequence_length, total])\n"
+            "    band = F.band_part(ones, num_lower=None, num_upper=num_tokens)  # 1 where allowed, 0 elsewhere\n"
+            "    zeros = F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), [sequence_length, total])\n"
+            "    return F.where(band == 1.0, zeros, mask)")),
         "log of a band of ones": (('Tensor(float("-inf"),', _MASK),
                                   ("Tensor(1.0,", "return F.log(F.band_part(mask, num_lower=None, num_upper=num_tokens))")),
-        "masked where the key is later": (_MASK, (
-            "q = Tensor.arange(0, sequence_length, dtype=DType.int64, device=device).reshape([-1, 1])\n"
-            "    k = Tensor.arange(0, total, dtype=DType.int64, device=device).reshape([1, -1])\n"
-            "    zeros = F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), [sequence_length, total])\n"
-            "    return F.where(F.greater(k - num_tokens, q), mask, zeros)")),
+        "the future as ones minus the band": (_MASK, (
+            "ones = F.broadcast_to(Tensor(1.0, dtype=dtype, device=device), [sequence_length, total])\n"
+            "    future = ones - F.band_part(ones, num_lower=None, num_upper=num_tokens)  # 1 after the band\n"
+            "    return F.where(future > 0.5, mask, future)")),
     },
     "03": {
         "mean as a sum over the width": (("mean = x.mean(axis=-1)", "var = (centered * centered).mean(axis=-1)"),

@@ -5,20 +5,23 @@ import pytest
 
 from checker import step01, step02
 from checker.paths import REPO
-from checker.report import FAIL, PASS, TODO
-from tests.conftest import mutate, solution_source
+from checker.report import FAIL, PASS, SKIP, TODO
+from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 
 
+@pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("module, step", [(step01, "01"), (step02, "02")])
-def test_solution_passes(checkpoint, module, step):
-    report = module.check(REPO / "solutions" / f"solution_{step}.py", checkpoint)
-    assert report.ok, report.render()
+def test_solution_passes(checkpoints, module, step, standin):
+    report = module.check(REPO / "solutions" / f"solution_{step}.py", checkpoints[standin])
+    assert_passes_with_margin(report, step, standin)
 
 
 @pytest.mark.parametrize("module, step", [(step01, "01"), (step02, "02")])
 def test_skeleton_is_todo_in_every_part(checkpoint, module, step):
     report = module.check(REPO / "steps" / f"step_{step}.py", checkpoint)
-    assert [p.status for p in report.parts] == [TODO] * len(report.parts), report.render()
+    own = [p.status for p in report.parts if p.name != "compiled"]
+    assert own == [TODO] * len(own), report.render()
+    assert all(p.status == SKIP for p in report.parts if p.name == "compiled"), report.render()
 
 
 def test_square_mask_fails_with_the_cache_and_says_where(checkpoint, write_step):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from checker.registry import CHECKS, check_module
-from tests.conftest import mutate, solution_source
+from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 from tests.styles import STYLES
 
 VARIANTS = Path(__file__).parent / "variants"
@@ -15,18 +15,20 @@ FILES = sorted(p.name for p in VARIANTS.glob("step*.py"))
 EDITS = [(step, name) for step, styles in STYLES.items() for name in styles]
 
 
+@pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("variant", FILES)
-def test_variant_file_passes(checkpoint, variant):
-    report = check_module(variant[4:6]).check(VARIANTS / variant, checkpoint)
-    assert report.ok, report.render()
+def test_variant_file_passes(checkpoints, variant, standin):
+    report = check_module(variant[4:6]).check(VARIANTS / variant, checkpoints[standin])
+    assert_passes_with_margin(report, variant[4:6], standin)
 
 
+@pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("step, name", EDITS, ids=[f"{s}-{n}" for s, n in EDITS])
-def test_style_edit_passes(checkpoint, write_step, step, name):
+def test_style_edit_passes(checkpoints, write_step, step, name, standin):
     old, new = STYLES[step][name]
     report = check_module(step).check(write_step(mutate(solution_source(step), old, new), f"step_{step}.py"),
-                                      checkpoint)
-    assert report.ok, report.render()
+                                      checkpoints[standin])
+    assert_passes_with_margin(report, step, standin)
 
 
 @pytest.mark.parametrize("step", CHECKS)
