@@ -10,6 +10,8 @@ and loads the weights.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from checker.learner import LearnerError
@@ -97,3 +99,107 @@ def load_module(run, build, state: dict[str, np.ndarray]):
     extra = {name: t for name, t in module.parameters if name not in state}  # e.g. a stored mask
     run.call(module.load_state_dict, {**state, **extra})
     return module
+
+
+def _shape(value) -> tuple[int, ...]:
+    return tuple(int(d) for d in getattr(value, "shape", ()))
+
+
+def grouped(names: list[str], n_layer: int) -> str:
+    """'transformer.h.N.mlp.c_proj.weight (all 12 blocks), transformer.wte.weight': one entry per
+    name with its block number taken out, and how many blocks have it."""
+    counts: dict[str, set[str]] = {}
+    for name in names:
+        m = re.search(r"\.h\.(\d+)\.", name)
+        key = name.replace(m.group(0), ".h.N.") if m else name
+        counts.setdefault(key, set()).add(m.group(1) if m else "")
+    out = []
+    for key, blocks in counts.items():
+        if ".h.N." not in key:
+            out.append(key)
+        else:
+            many = f"all {n_layer} blocks" if len(blocks) == n_layer else f"{len(blocks)} block{'s' * (len(blocks) > 1)}"
+            out.append(f"{key} ({many})")
+    return ", ".join(out)
+
+
+BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask, saved in some GPT-2 files
+
+
+def state_problems(passed: dict, expected: dict[str, np.ndarray], n_layer: int) -> list[tuple[str, str, list[str]]]:
+    """What is wrong with the state a loader passed to load_state_dict, against the model's `expected`
+    parameters ([out, in] layout): a list of (kind, line, the names concerned), kinds:
+
+    conv1d       Conv1D weights still in Hugging Face's [in, out] layout (shape or values transposed)
+    transposed   another tensor with its axes swapped
+    buffers      the causal-mask buffers passed as if they were parameters
+    lm_head      lm_head.weight passed, though the head is tied to wte
+    prefix       names without `transformer.` (the model's names have it)
+    missing      parameters the state does not hold
+    extra        names that are no parameter of the model
+    values       the right name and shape, other values
+    """
+    problems = []
+    extra = [n for n in passed if n not in expected]
+    missing = [n for n in expected if n not in passed]
+    unprefixed = [n for n in extra if f"transformer.{n}" in expected]
+    buffers = [n for n in extra if n.endswith(BUFFERS)]
+    heads = [n for n in extra if n.rsplit(".", 2)[-2:] == ["lm_head", "weight"] or n == "lm_head.weight"]
+    others = [n for n in extra if n not in unprefixed + buffers + heads]
+    conv1d, swapped, values = [], [], []
+    for n, want in expected.items():
+        if n not in passed:
+            continue
+        got = passed[n]
+        shape = _shape(got)
+        if shape == want.shape:
+            array = np.asarray(np.from_dlpack(got) if not isinstance(got, np.ndarray) else got)
+            if np.array_equal(array, want):
+                continue
+            transposed = want.ndim == 2 and np.array_equal(array, want.T)
+        else:
+            transposed = shape == want.shape[::-1]
+        if transposed:
+            (conv1d if n.split(".")[-2] in CONV1D else swapped).append(n)
+        else:
+            values.append(n if shape == want.shape else f"{n} is {list(shape)}, expected {list(want.shape)}")
+    found = [
+        ("conv1d", conv1d, "still in Hugging Face's Conv1D layout [in, out], not transposed to Linear's [out, in]"),
+        ("transposed", swapped, "transposed, though they are stored as the model holds them"),
+        ("buffers", buffers, "the causal-mask buffers passed as parameters"),
+        ("lm_head", heads, "passed, but the model has no such parameter (the head is tied to wte)"),
+        ("prefix", unprefixed, f"{len(unprefixed)} names without the `transformer.` prefix that the model's "
+                               f"names have, e.g. {unprefixed[0] if unprefixed else ''}"),
+        ("extra", others, "no parameter of the model has these names"),
+        ("missing", [n for n in missing if n.removeprefix("transformer.") not in unprefixed],
+         "missing from what was passed"),
+        ("values", values, "other values than the checkpoint's"),
+    ]
+    for kind, names, what in found:
+        if names:
+            problems.append((kind, what if kind == "prefix" else f"{what}: {grouped(names, n_layer)}", names))
+    return problems
+
+
+class StateSpy:
+    """Records the state dicts passed to `module.load_state_dict` while the learner's loader runs."""
+
+    def __init__(self, module):
+        self.states: list[dict] = []
+        original = module.load_state_dict
+
+        def load_state_dict(state, *args, **kwargs):
+            self.states.append(dict(state))
+            return original(state, *args, **kwargs)
+
+        object.__setattr__(module, "load_state_dict", load_state_dict)
+
+    @property
+    def state(self) -> dict | None:
+        """Everything passed, merged (a loader may load in several calls); None if it never called."""
+        if not self.states:
+            return None
+        merged: dict = {}
+        for state in self.states:
+            merged.update(state)
+        return merged

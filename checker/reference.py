@@ -22,7 +22,7 @@ import numpy as np
 from checker.paths import CACHE
 from checker.weights import Checkpoint
 
-FORMAT = 3  # bump when what is captured changes
+FORMAT = 4  # bump when what is captured changes
 TEXTS = (
     "The cat sat on the mat because it was tired and wanted to sleep",
     "Attention lets every token look back at the tokens that came before it",
@@ -89,6 +89,7 @@ def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
       mlp [B, T, C]            the MLP's output
       block_out [B, T, C]      the block's output: ln_2_in + mlp
       hidden [L + 1, B, T, C]  the input of every block, then the last hidden state (after ln_f)
+      last_block_out [B, T, C] the last block's output (ln_f's input)
       last_hidden [B, T, C]    the model's last hidden state, after ln_f
       logits [B, T, V]         lm_head(last_hidden)
     """
@@ -130,7 +131,8 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
 
     taps = [(block, "block_in", "in"), (block.ln_1, "ln_1", "out"), (attn.c_attn, "qkv", "out"),
             (attn.c_proj, "merged", "in"), (attn, "attn", "out"), (block.ln_2, "ln_2_in", "in"),
-            (block.ln_2, "ln_2", "out"), (block.mlp, "mlp", "out"), (block, "block_out", "out")]
+            (block.ln_2, "ln_2", "out"), (block.mlp, "mlp", "out"), (block, "block_out", "out"),
+            (model.transformer.h[-1], "last_block_out", "out")]
     handles = [module.register_forward_hook(keep(name, which), with_kwargs=True) for module, name, which in taps]
     tokens = torch.from_numpy(ids)
     out = model.transformer(tokens, output_hidden_states=True)

@@ -107,8 +107,12 @@ class StepRun:
 
     def run_part(self, name: str, fn, args, want: np.ndarray, axes: tuple[str, ...],
                  mistakes=(), mistake_args=(), what: str | None = None,
-                 tol: Tolerance = ONE_LAYER) -> Part:
-        """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args."""
+                 tol: Tolerance = ONE_LAYER, localise=None) -> Part:
+        """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args.
+
+        When the output is wrong and no mistake matches, `localise(got)` (see checker.localise) adds
+        lines saying which sub-part is wrong.
+        """
         if fn is None:
             return self.add(Part(name, FAIL, f"{what or name} is missing"))
         try:
@@ -121,7 +125,13 @@ class StepRun:
             inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
             outs = mistake_outputs(mistakes, *inputs, *mistake_args)
             verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
-        return self.add(Part.from_verdict(name, verdict))
+        part = Part.from_verdict(name, verdict)
+        if not verdict.ok and verdict.mistake is None and localise is not None:
+            try:
+                part.details += localise(got)
+            except LearnerError:
+                pass  # a probe the learner's code cannot run says nothing more
+        return self.add(part)
 
     def construct(self, build, state: dict[str, np.ndarray], summary: str, *, try_forward):
         """The learner's module from `build()`, with `state` loaded, after a PASS "construction" part.

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from checker import gpt2_np as ref
+from checker import localise
 from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import TINY, activations, token_ids
@@ -59,7 +60,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
-    run.run_part("forward", module.forward, (refs["block_in"],), refs["ln_1"], AXES, MISTAKES, args)
-    run.run_part("forward, tiny inputs", module.forward, (refs["block_in"] * TINY,), refs["ln_1_tiny"], AXES,
-                 MISTAKES, args)
+    for name, x, want in (("forward", refs["block_in"], refs["ln_1"]),
+                          ("forward, tiny inputs", refs["block_in"] * TINY, refs["ln_1_tiny"])):
+        run.run_part(name, module.forward, (x,), want, AXES, MISTAKES, args,
+                     localise=lambda got, x=x: localise.layer_norm(run, module, x.astype(np.float64), *args))
     return run.finish()

@@ -6,6 +6,7 @@ from functools import partial
 from pathlib import Path
 
 from checker import gpt2_np as ref
+from checker import localise
 from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
 from checker.reference import activations, token_ids
@@ -56,5 +57,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs construction to pass (the weights must load)")
     # Mistakes are computed from Hugging Face's Conv1D layout, [in, out].
     p = {n.replace(".", "_"): (v.T if n.endswith("weight") else v).astype("float64") for n, v in state.items()}
-    run.run_part("forward", module.forward, (refs["ln_2"],), refs["mlp"], AXES, MISTAKES, (p,))
+    run.run_part("forward", module.forward, (refs["ln_2"],), refs["mlp"], AXES, MISTAKES, (p,),
+                 localise=lambda got: localise.mlp(run, module, refs["ln_2"].astype("float64"), p))
     return run.finish()

@@ -8,6 +8,7 @@ import numpy as np
 
 from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
+from checker.localise import rows
 from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, int_tensor
@@ -51,7 +52,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     module = load_table(run, cls, config, "wte", state, lambda m: m.forward(int_tensor(ids)))
     if module is None:
         return run.report
+    table = state["weight"].astype(np.float64)
     run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["wte"], ("sequences", "positions", ""),
-                 TOKEN_MISTAKES, (state["weight"].astype(np.float64), ids))
+                 TOKEN_MISTAKES, (table, ids), localise=lambda got: rows(got, table, ids, "wte"))
     return run.finish()
 

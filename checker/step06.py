@@ -8,6 +8,7 @@ import numpy as np
 
 from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state
+from checker.localise import rows
 from checker.reference import OFFSET, activations
 from checker.report import Report
 from checker.runner import StepRun
@@ -54,5 +55,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     table = state["weight"].astype(np.float64)
     for name, (past, want) in parts.items():
         run.run_part(name, lambda past=past: module.forward(T, past), (), want, ("positions", ""),
-                     MISTAKES, (table, T, past), what="forward")
+                     MISTAKES, (table, T, past), what="forward",
+                     localise=lambda got, past=past: rows(got, table, np.arange(past, past + T), "wpe"))
     return run.finish()

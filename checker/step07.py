@@ -24,6 +24,7 @@ import numpy as np
 from max.experimental import functional as F
 
 from checker import attention_np as ref
+from checker import localise
 from checker.compare import ONE_LAYER, Mistake
 from checker.learner import LearnerError
 from checker.reference import activations, token_ids
@@ -259,7 +260,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
     run.run_part("_split_heads", method("_split_heads"), (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES, (H,))
     run.run_part("_merge_heads", method("_merge_heads"), (refs["heads"], H, D), refs["merged"], TOKEN_AXES, MERGE_MISTAKES)
-    run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES)
+    run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES,
+                 localise=lambda got: localise.attention(run, method("_attn"), refs["q"].astype(np.float64),
+                                                         refs["k"].astype(np.float64)))
 
     if run.report.parts[0].status != PASS:
         run.todo_only(["forward"], module.forward, tensor(refs["ln_1"]))
@@ -271,7 +274,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
     broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
-    fwd = run.run_part("forward", method("forward"), (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H))
+    fwd = run.run_part("forward", method("forward"), (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
+                       localise=lambda got: localise.attention_layers(run, module, refs))
     if fwd.status != PASS and broken:
         fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
     run.compiled_part(step, checkpoint, refs)

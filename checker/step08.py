@@ -13,6 +13,7 @@ from pathlib import Path
 from checker.block_np import WIRING_MISTAKES, Block, half
 from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state, load_module
+from checker.localise import residual
 from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun
@@ -59,5 +60,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     }
     for name, (x, ln, sublayer, want, ln_np, sub_np) in halves.items():
         run.run_part(name, lambda x, ln=ln, sublayer=sublayer: fn(x, ln, sublayer), (x,), want, AXES, CATALOGUE,
-                     (ln_np, sub_np), what="residual_step")
+                     (ln_np, sub_np), what="residual_step",
+                     localise=lambda got, x=x: residual(run, fn, x.astype("float64")))
     return run.finish()

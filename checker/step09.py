@@ -14,6 +14,7 @@ from checker.block_np import NAMES, WIRING_MISTAKES, Block, half
 from checker.compare import ONE_LAYER, Mistake
 from checker.deps import earlier_steps_part
 from checker.loading import hf_state
+from checker.localise import block
 from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, tensor
@@ -62,7 +63,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                            try_forward=lambda m: m.forward(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
+    numpy_block = Block(checkpoint, checkpoint.layer)
     fwd = run.run_part("forward", module.forward, (refs["block_in"],), refs["block_out"], AXES,
-                       CATALOGUE, (Block(checkpoint, checkpoint.layer),))
+                       CATALOGUE, (numpy_block,),
+                       localise=lambda got: block(run, module, refs["block_in"].astype("float64"), numpy_block))
     run.point_to_earlier_steps(fwd)
     return run.finish()

@@ -15,7 +15,8 @@ import numpy as np
 from checker.block_np import Model
 from checker.compare import WHOLE_MODEL, Mistake
 from checker.deps import earlier_steps_part
-from checker.loading import hf_state
+from checker import localise
+from checker.loading import BUFFERS, hf_state
 from checker.reference import activations, token_ids
 from checker.report import Report
 from checker.runner import StepRun, int_tensor
@@ -23,7 +24,6 @@ from checker.weights import Checkpoint
 
 CLASS = "GPT2Model"
 AXES = ("sequences", "positions", "")
-BUFFERS = (".attn.bias", ".attn.masked_bias")  # the causal mask, saved in some GPT-2 files
 
 
 def body_names(checkpoint: Checkpoint) -> list[str]:
@@ -81,6 +81,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
-                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL)
+                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
+                       localise=lambda got: localise.model(run, module, ids, refs))
     run.point_to_earlier_steps(fwd)
     return run.finish()

@@ -21,7 +21,8 @@ from checker.compare import WHOLE_MODEL, Mistake, compare
 from checker.compiled import BATCH, SEQ, compile_module, diagnose, run_compiled
 from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
-from checker.loading import hf_state, require_module
+from checker.localise import head
+from checker.loading import CONV1D, StateSpy, hf_state, require_module, state_problems
 from checker.reference import activations, token_ids
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor
@@ -39,28 +40,25 @@ def stored_tensors(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     return load_file(checkpoint.path / MODEL_FILE)
 
 
-def original_layout(tensors: dict[str, np.ndarray], n_positions: int, *, prefix: bool = False,
-                    buffers: bool = True, lm_head: bool = True) -> dict[str, np.ndarray]:
-    """The same weights as openai-community/gpt2's own file names and pads them.
-
-    The switches undo one difference at a time, to find the one a loader trips on.
-    """
+def original_layout(tensors: dict[str, np.ndarray], n_positions: int) -> dict[str, np.ndarray]:
+    """The same weights as openai-community/gpt2's own file names and pads them: no `transformer.`
+    prefix, the causal mask stored as attn.bias / attn.masked_bias, and lm_head.weight."""
     out = {name.removeprefix("transformer."): value for name, value in tensors.items()}
     mask = np.tril(np.ones((n_positions, n_positions), dtype=np.float32))[None, None]
-    for layer in sorted({n.split(".")[1] for n in out if n.startswith("h.")}, key=int) if buffers else []:
+    for layer in sorted({n.split(".")[1] for n in out if n.startswith("h.")}, key=int):
         out[f"h.{layer}.attn.bias"] = mask
         out[f"h.{layer}.attn.masked_bias"] = np.array(-1e4, dtype=np.float32)
-    if prefix:
-        out = {f"transformer.{name}": value for name, value in out.items()}
-    if lm_head:
-        out["lm_head.weight"] = out.get("wte.weight", out.get("transformer.wte.weight"))
+    out["lm_head.weight"] = out["wte.weight"]
     return out
 
 
 CONV1D_NOT_TRANSPOSED = Mistake(
-    "load-conv1d-not-transposed", "a Conv1D weight was loaded as stored, [in, out]",
+    "load-conv1d-not-transposed", "the Conv1D weights were loaded as stored, [in, out]",
     "Conv1D weights (c_attn, c_proj, c_fc) must be transposed for Linear: value.T")
-# The original layout's differences, each with the switch that undoes it.
+CONV1D_PARTLY = Mistake(
+    "load-conv1d-partly-transposed", "some Conv1D weights were transposed, others were loaded as stored, [in, out]",
+    "every Conv1D layer needs it: c_attn and c_proj in attn, c_fc and c_proj in mlp")
+# What a loader can get wrong with the original layout's differences.
 LAYOUT_MISTAKES = {
     "buffers": Mistake("load-buffers-kept", "the causal-mask buffers attn.bias / attn.masked_bias were loaded "
                        "as if they were parameters", "skip names ending in .attn.bias or .attn.masked_bias: "
@@ -72,27 +70,42 @@ LAYOUT_MISTAKES = {
 }
 
 
-def _loading_part(name: str, run: StepRun, build, load, tensors, expected) -> tuple[Part, object | None]:
-    """Builds a fresh model, loads `tensors` with the learner's function, compares every parameter."""
+def _named(problems, expected) -> Mistake | None:
+    """The catalogued mistake the first problem is, if it is one."""
+    kind, _, names = problems[0]
+    if kind == "conv1d":
+        conv1d = {n for n in expected if n.endswith(".weight") and n.split(".")[-2] in CONV1D}
+        return CONV1D_NOT_TRANSPOSED if conv1d <= set(names) else CONV1D_PARTLY
+    return LAYOUT_MISTAKES.get(kind)
+
+
+def _loading_part(name: str, run: StepRun, build, load, tensors, expected, n_layer: int) -> tuple[Part, object | None]:
+    """Builds a fresh model, loads `tensors` with the learner's function, compares every parameter.
+
+    What the loader passed to load_state_dict is recorded: when MAX refuses it,
+    or the parameters end up wrong, the part says which tensors were not
+    transposed, missing, extra or misnamed.
+    """
     from max.experimental import functional as F
 
     try:
         with F.lazy():
             model = require_module(run.call(build))
-        run.call(load, model, tensors)
-        got = dict(model.parameters)
     except LearnerError as e:
         return Part.from_error(name, e), None
-    missing = [n for n in expected if n not in got]
-    if missing:
-        return Part(name, FAIL, f"the model has no parameter {missing[0]} ({len(missing)} missing)"), None
-    for n, want in expected.items():
-        value = np.from_dlpack(got[n])
-        if value.shape == want.shape and np.array_equal(value, want):
-            continue
-        if value.shape == want.shape[::-1] or (value.shape == want.shape and np.array_equal(value, want.T)):
-            return Part(name, FAIL, f"{n} holds Hugging Face's [in, out] layout", mistake=CONV1D_NOT_TRANSPOSED), None
-        return Part(name, FAIL, f"{n} does not hold GPT-2's {n}"), None
+    spy = StateSpy(model)
+    try:
+        run.call(load, model, tensors)
+    except LearnerError as e:
+        problems = state_problems(spy.state, expected, n_layer) if spy.state is not None else []
+        if not problems or e.todo:
+            return Part.from_error(name, e), None
+        return Part(name, FAIL, f"load_state_dict refused what your loader passed: {problems[0][1]}",
+                    [line for _, line, _ in problems[1:]] + [f"(MAX said: {e})"], _named(problems, expected)), None
+    problems = state_problems(dict(model.parameters), expected, n_layer)
+    if problems:
+        return Part(name, FAIL, f"after your loader, the model's parameters: {problems[0][1]}",
+                    [line for _, line, _ in problems[1:]], _named(problems, expected)), None
     return Part(name, PASS, f"all {len(expected)} parameters hold GPT-2's values", margin=0.0), model
 
 
@@ -110,22 +123,7 @@ LOGITS_MISTAKES = [
     Mistake("logits-before-ln-f", "the head read the hidden states before ln_f",
             "GPT2Model's output already has ln_f applied: use it", lambda model, ids: _logits(model, ids, ln_f=False)),
 ]
-CATALOGUE = [CONV1D_NOT_TRANSPOSED, *LAYOUT_MISTAKES.values(), *LOGITS_MISTAKES]
-
-
-def _pretransposed(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The checkpoint with its Conv1D weights already in Linear's [out, in] layout."""
-    conv1d = ("c_attn", "c_proj", "c_fc")
-    return {n: v.T.copy() if n.endswith(".weight") and n.split(".")[-2] in conv1d else v for n, v in tensors.items()}
-
-
-def _first_that_loads(run: StepRun, build, load, candidates, expected) -> Mistake | None:
-    """The mistake whose undoing makes the learner's loader work: of (mistake, tensors with
-    that one difference undone), the first whose tensors load right."""
-    for mistake, tensors in candidates:
-        if _loading_part("", run, build, load, tensors, expected)[0].status == PASS:
-            return mistake
-    return None
+CATALOGUE = [CONV1D_NOT_TRANSPOSED, CONV1D_PARTLY, *LAYOUT_MISTAKES.values(), *LOGITS_MISTAKES]
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -144,19 +142,11 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     names = body_names(checkpoint)
     expected = {f"transformer.{n}": v for n, v in hf_state(checkpoint, "transformer.", names).items()}
     tensors = stored_tensors(checkpoint)
-    part, model = _loading_part("loading this checkpoint", run, lambda: cls(config), load, tensors, expected)
-    if part.status == FAIL and part.mistake is None:
-        part.mistake = _first_that_loads(run, lambda: cls(config), load,
-                                         [(CONV1D_NOT_TRANSPOSED, _pretransposed(tensors))], expected)
+    part, model = _loading_part("loading this checkpoint", run, lambda: cls(config), load, tensors, expected,
+                                config.n_layer)
     run.add(part)
     part, _ = _loading_part("loading the original GPT-2 layout", run, lambda: cls(config), load,
-                            original_layout(tensors, config.n_positions), expected)
-    if part.status == FAIL and model is not None:
-        undone = {"buffers": {"buffers": False}, "lm_head": {"lm_head": False}, "prefix": {"prefix": True}}
-        part.mistake = _first_that_loads(
-            run, lambda: cls(config), load,
-            [(LAYOUT_MISTAKES[k], original_layout(tensors, config.n_positions, **switch)) for k, switch in undone.items()],
-            expected)
+                            original_layout(tensors, config.n_positions), expected, config.n_layer)
     run.add(part)
     ids = refs["ids"]
     if model is None:
@@ -164,7 +154,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs the checkpoint to load")
     logits = run.run_part("logits", lambda: model.forward(int_tensor(ids)), (), refs["logits"], AXES,
                           LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
-                          what="forward")
+                          what="forward", localise=lambda got: head(run, model, ids, refs))
     run.point_to_earlier_steps(logits)
     if all(p.status == PASS for p in run.report.parts):
         run.add(_compiled_part(run, step, model, checkpoint, refs))

@@ -177,6 +177,7 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
     },
     "11": {
         "load-conv1d-not-transposed": ('if layer in CONV1D_LAYERS and name.endswith(".weight"):', "if False:"),
+        "load-conv1d-partly-transposed": ('CONV1D_LAYERS = ("c_attn", "c_proj", "c_fc")', 'CONV1D_LAYERS = ("c_attn", "c_fc")'),
         "load-buffers-kept": (_LOAD_SKIP, 'if name == "lm_head.weight":'),
         "load-lm-head-kept": (_LOAD_SKIP, 'if name.endswith((".attn.bias", ".attn.masked_bias")):'),
         "load-prefix-assumed": ('if not name.startswith("transformer."):', "if False:"),
