@@ -67,8 +67,9 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
         lines.append(f"centring: {_right(mean < 1e-3, f'with weight 1 and bias 0 its rows should average 0, they average up to {mean:.3g}')}")
         lines.append(f"division by the standard deviation: "
                      f"{_right(abs(spread - 1) < 1e-3, f'with weight 1 and bias 0 its rows spread {spread:.3g}x as much as they should (the variance, eps, the square root?)')}")
-    lines.append(f"scale by weight: {_right(_ok(out(weight, zeros), z * weight), 'with bias 0 the result is not the normalised rows times weight')}")
-    lines.append(f"shift by bias: {_right(_ok(out(ones, bias), z + bias), 'with weight 1 the result is not the normalised rows plus bias')}")
+    # weight and bias against the learner's own normalised rows, so that they are judged on their own
+    lines.append(f"scale by weight: {_right(_ok(out(weight, zeros), plain * weight), 'with bias 0 the result is not its normalised rows times weight')}")
+    lines.append(f"shift by bias: {_right(_ok(out(ones, bias), plain + bias), 'with weight 1 the result is not its normalised rows plus bias')}")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 

@@ -72,22 +72,23 @@ def _gpt2_scale(model, gen) -> None:
       other positions) and writes +-3000 into channels 138, 378 and 447 (the
       dimensions Sun et al. and Timkey & van Schijndel 2021, "All Bark and No
       Bite", report for GPT-2). From h[2] on, the first token's residual holds
-      ~3000 there, ~2000x the median |activation| (~1.5).
+      ~3000 there, ~2300x the median |activation| (~1.3).
     - An attention sink on that token (Xiao et al. 2024, "Efficient Streaming
       Language Models with Attention Sinks", Fig. 2: most heads of the later
       layers give the first token most of their weight; Sun et al. Sec. 4: the
       massive activations cause it): from block 1 on, every head's query bias
       points along a direction that the massive channels' key weights also
-      point along, so the first token's key matches every query. Blocks 2-11
-      give it 42-76% of each query's weight; attention is peaked (the largest
-      weight of a row averages ~0.93). Its value is only the value bias (the
-      sink adds a bias, Sun et al. Sec. 4.2).
+      point along, so the first token's key matches every query. In blocks
+      2-11 a query gives it 30-75% of its weight on average (most on short
+      sequences); attention is peaked (the largest weight of a row averages
+      ~0.9). Its value is only the value bias (the sink adds a bias, Sun et
+      al. Sec. 4.2).
     - Final hidden states in the hundreds (ln_f's gain ~40: up to ~820) and
       logits in the hundreds around a large common negative offset (real GPT-2's
       logits sit around -100, every token's embedding sharing a common
       direction: Ethayarajh 2019 on anisotropy): every wte row has a common
       component of 0.05 per channel, and ln_f's bias points against it, so the
-      logits have mean ~-100 and spread ~145 (about -810 to +630).
+      logits have a mean of -80 to -100 and a spread of ~143 (about -880 to +680).
     - The rest a few times larger than the default stand-in: wte N(0, 0.12),
       LayerNorm gains 1 + N(0, 0.2), Q/K weights N(0, 0.12).
     """

@@ -73,6 +73,12 @@ def rename_class(source: str, step: str) -> str:
     return re.sub(rf"\b{CLASS[step]}\b", CLASS[step] + "Renamed", source)
 
 
+def int_of_length(source: str, step: str) -> str:
+    """The sequence length made a Python int first thing: fine op by op, impossible with a symbolic length."""
+    length = {"02": "sequence_length", "07": "hidden_states.shape[1]"}[step]
+    return at_start(f"_length = int({length})")(source, step)
+
+
 def append(text: str) -> Callable[[str, str], str]:
     return lambda source, step: source + text
 
@@ -140,6 +146,17 @@ BREAKAGES = [
              "move work out of the file's top level, or end the loop"),
     Breakage("print() in your code", list(ENTRY), at_start("print('debugging', 42)"), "your code printed",
              "nothing: printed lines are shown apart from the verdict", passes=True),
+    Breakage("a Python int of the length (right op by op, not compiled)", ["02", "07"], int_of_length,
+             "cannot be compiled with a symbolic batch and length",
+             "keep the length a Dim: Tensor ops take it as it is (pixi run gpt2 compiles your model for any length)",
+             "_length = int("),
+    Breakage("a mask from arange and <= (MAX miscompiles it)", ["02"],
+             replace("    return F.band_part(mask, num_lower=None, num_upper=num_tokens, exclude=True)",
+                     "    q = Tensor.arange(0, sequence_length, dtype=DType.int64, device=device).reshape([-1, 1])\n"
+                     "    k = Tensor.arange(0, total, dtype=DType.int64, device=device).reshape([1, -1])\n"
+                     "    return F.where(k <= q + num_tokens, Tensor(0.0, dtype=dtype, device=device), mask)"),
+             "the mask masks nothing (all 0) once compiled",
+             "build it with F.band_part; `python -m checker.max_bugs` shows MAX's fault on its own"),
 ]
 
 

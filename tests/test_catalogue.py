@@ -49,10 +49,10 @@ def test_injected_mistake_is_caught_and_named(checkpoints, write_step, step, mis
 
 
 def test_readme_table_matches_the_catalogue():
-    """README.md's mistake table lists each step's catalogue size (caught and named are
-    what this suite enforces: every case above must pass)."""
+    """README.md's mistake table lists each step's catalogue size, caught and named on each stand-in
+    (what this suite enforces: every case above must pass)."""
     readme = (REPO / "README.md").read_text()
-    rows = dict(re.findall(r"^\| (\d\d) \| (\d+) \| \2 \| \2 \|$", readme, re.M))
+    rows = dict(re.findall(r"^\| (\d\d) \| (\d+)(?: \| \2){4} \|$", readme, re.M))
     assert rows == {step: str(len(catalogue(step))) for step in CHECKS}, rows
     total = sum(len(catalogue(step)) for step in CHECKS)
-    assert re.search(rf"^\| all \| {total} \| {total} \| {total} \|$", readme, re.M)
+    assert re.search(rf"^\| all \| {total}(?: \| {total}){{4}} \|$", readme, re.M)

@@ -3,6 +3,8 @@ What goes wrong with them is in test_machine.py."""
 
 import shutil
 
+import numpy as np
+
 from checker import weights
 
 
@@ -36,3 +38,26 @@ def test_hugging_face_cache_is_found_and_verified(checkpoint, tmp_path, monkeypa
     found = weights.find_checkpoint("auto")
     assert found.kind == "hf-cache" and found.sha256 == checkpoint.sha256
     assert "Hugging Face cache" in found.describe()
+
+
+def test_gpt2_scale_standin_has_gpt2s_magnitudes(checkpoints):
+    """What checker/synthetic.py and the README say of the GPT-2-scale stand-in, measured on the check inputs."""
+    from checker.attention_np import softmax
+    from checker.reference import activations
+    from checker.synthetic import MASSIVE_CHANNELS
+
+    scale = checkpoints["scale"]
+    assert scale.kind == "scale" and "GPT-2-SCALE" in scale.describe() and scale.layer == 2
+    refs = activations(scale)
+    x = refs["block_in"]  # h[2]'s input
+    massive = np.abs(x[:, 0, list(MASSIVE_CHANNELS)])
+    assert massive.min() > 2500 and np.median(np.abs(x)) < 2, "massive activations on the first token"
+    assert np.abs(np.delete(x, 0, axis=1)).max() < 20, "only on the first token"
+    D = refs["q"].shape[-1]
+    T = refs["q"].shape[2]
+    scores = refs["q"] @ np.swapaxes(refs["k"], -1, -2) / np.sqrt(D)
+    weights = softmax(np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, scores))
+    assert weights[:, :, 1:, 0].mean() > 0.3, "an attention sink on the first token"
+    assert np.abs(refs["last_hidden"]).max() > 500
+    logits = refs["logits"]
+    assert logits.mean() < -50 and np.abs(logits).max() > 500 and logits.std() > 100
