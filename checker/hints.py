@@ -34,6 +34,11 @@ _CONFIG = {
 }
 _EARLIER = ["An earlier step that your file imports fails its own check; this step cannot pass before it does.",
             "Run the check the details name (pixi run sNN) and fix that step first."]
+_COMPILED = ["Op by op your code is right; compiled into a graph, as pixi run gpt2 runs it, it is not.",
+             "Compiled, the batch and the length are symbols (Dim), not numbers: keep them Dims; no int(), "
+             "range() or numpy on them.",
+             "A mask from a column and a row of positions compared (arange, <=) is miscompiled by MAX 26.7 "
+             "(python -m checker.max_bugs): build it with F.band_part."]
 _CONSTRUCTION = ["Name the layers as Hugging Face's checkpoint does, so its weights load by name.",
                  "Linear(in_features, out_features, bias=True): check the order and that the bias is on."]
 
@@ -46,6 +51,7 @@ HINTS: dict[str, dict[str, list[str]]] = {
         "with": ["With num_tokens cached keys, the mask has num_tokens + T columns and row i sees keys "
                  "0 .. num_tokens + i.",
                  "The allowed band reaches num_tokens diagonals above the main one: num_upper=num_tokens."],
+        "compiled": _COMPILED,
     },
     "03": {
         "construction": ["LayerNorm has a learned scale `weight` (gamma) and shift `bias` (beta), one per channel.",
@@ -90,6 +96,7 @@ HINTS: dict[str, dict[str, list[str]]] = {
                     "c_attn's output holds q, k and v in that order, each n_embd wide: "
                     "F.split(x, [C, C, C], axis=-1).",
                     "If _split_heads, _merge_heads and _attn pass, look at the order of q, k, v and at c_proj."],
+        "compiled": _COMPILED,
     },
     "08": {
         "attention": ["GPT-2 is pre-norm: the sub-layer reads a normalised copy, the stream is left as it is.",
@@ -124,6 +131,8 @@ HINTS: dict[str, dict[str, list[str]]] = {
                                  "Skip the mask buffers and lm_head.weight; add the prefix where it is missing."],
         "logits": ["The head is tied: the same wte table turns vectors back into token scores.",
                    "hidden_states @ wte.weight.T: [B, T, C] @ [C, V] -> [B, T, V]; no softmax."],
+        "compiled": _COMPILED + ["The lines under the part name the step whose piece changes when compiled: "
+                                 "run that step's check."],
     },
     "12": {
         "encode/decode": ["The tokenizer does the work: encode gives an Encoding, decode gives text.",
@@ -146,18 +155,20 @@ HINTS: dict[str, dict[str, list[str]]] = {
 
 SOURCES: dict[str, dict[str, str]] = {
     "01": {field: f"GPT2Config.{field}" for field in _CONFIG},
-    "02": {"no": "causal_mask", "with": "causal_mask"},
+    "02": {"no": "causal_mask", "with": "causal_mask", "compiled": "causal_mask"},
     "03": {"construction": "LayerNorm.__init__", "forward": "LayerNorm.forward", "forward,": "LayerNorm.forward"},
     "04": {"construction": "GPT2MLP.__init__", "forward": "GPT2MLP.forward"},
     "05": {"construction": "GPT2TokenEmbedding.__init__", "forward": "GPT2TokenEmbedding.forward"},
     "06": {"construction": "GPT2PositionEmbedding.__init__", "positions": "GPT2PositionEmbedding.forward",
            "after": "GPT2PositionEmbedding.forward"},
     "07": {"construction": "GPT2MultiHeadAttention.__init__", **{
-        m: f"GPT2MultiHeadAttention.{m}" for m in ("_split_heads", "_merge_heads", "_attn", "forward")}},
+        m: f"GPT2MultiHeadAttention.{m}" for m in ("_split_heads", "_merge_heads", "_attn", "forward")},
+           "compiled": "GPT2MultiHeadAttention._attn"},
     "08": {"attention": "residual_step", "MLP": "residual_step"},
     "09": {"construction": "GPT2Block.__init__", "forward": "GPT2Block.forward"},
     "10": {"construction": "GPT2Model.__init__", "forward": "GPT2Model.forward"},
-    "11": {"loading": "load_hf_weights", "loading the original": "load_hf_weights", "logits": "GPT2LMHeadModel.forward"},
+    "11": {"loading": "load_hf_weights", "loading the original": "load_hf_weights", "logits": "GPT2LMHeadModel.forward",
+           "compiled": "GPT2LMHeadModel.forward"},
     "12": {"encode/decode": "encode", "greedy": "generate", "eos": "generate", "top_k=1": "next_token",
            "seeded": "generate", "top_k": "next_token", "distribution": "next_token"},
 }

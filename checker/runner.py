@@ -126,11 +126,11 @@ class StepRun:
             outs = mistake_outputs(mistakes, *inputs, *mistake_args)
             verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
         part = Part.from_verdict(name, verdict)
-        if not verdict.ok and verdict.mistake is None and localise is not None:
+        if not verdict.ok and verdict.mistake is None and localise is not None and got.shape == want.shape:
             try:
                 part.details += localise(got)
-            except LearnerError:
-                pass  # a probe the learner's code cannot run says nothing more
+            except Exception:  # noqa: BLE001 - a probe that cannot run (the learner's code failing in it) adds nothing
+                pass
         return self.add(part)
 
     def construct(self, build, state: dict[str, np.ndarray], summary: str, *, try_forward):

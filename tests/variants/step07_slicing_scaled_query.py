@@ -27,7 +27,7 @@ class GPT2MultiHeadAttention(Module):
         return tensor.transpose(1, 2).reshape([b, t, -1])
 
     def _attn(self, query, key, value):
-        t = int(query.shape[-2])
+        t = query.shape[-2]  # a Dim: compiled, the length is a symbol
         query = query * (1.0 / math.sqrt(int(query.shape[-1])))
         scores = query @ key.transpose(-1, -2)
         neg_inf = Tensor(float("-inf"), dtype=query.dtype, device=query.device)
