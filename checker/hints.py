@@ -3,9 +3,11 @@
     pixi run s07 --hint       the next hint for the first failing part (run again for the next one)
     pixi run s07 --solution   the solution's code for that part only
 
-HINTS[step][part] goes from a nudge to nearly the answer. A part name that is
-not a key is matched by its first word (step 06 names its parts after the
-positions it asks for). SOURCES[step][part] names the solution code that part
+HINTS[step][part] is a ladder of at least three rungs: the idea, then the API
+to use with a link to its reference page, then a line close to the code (never
+a whole line of the solution; `--solution` stays the last resort). A part name
+that is not a key is matched by its first word (step 06 names its parts after
+the positions it asks for). SOURCES[step][part] names the solution code that part
 checks: a function, `Class.method`, or `Class.field`. How far a learner has got
 in the hints of a part is kept in .cache/hints.json.
 """
@@ -17,139 +19,210 @@ import json
 
 from checker import paths
 
+DOCS = "https://docs.modular.com/max/api/python"
+
+
+def api(name: str) -> str:
+    """The reference page of a MAX API: 'F.softmax', 'Tensor.reshape', 'nn.Linear' or 'graph.Dim'."""
+    kind, _, attr = name.partition(".")
+    if kind == "F":
+        return f"{DOCS}/experimental.functional/#max.experimental.functional.{attr}"
+    if kind == "Tensor":
+        return f"{DOCS}/generated/max.experimental.tensor.Tensor/#max.experimental.tensor.Tensor.{attr}"
+    if kind == "nn":
+        return f"{DOCS}/generated/max.experimental.nn.{attr}/"
+    return f"{DOCS}/graph/#max.graph.{attr}"
+
+
+HF_CONFIG = "https://huggingface.co/docs/transformers/model_doc/gpt2#transformers.GPT2Config"
+TOKENIZER = "https://huggingface.co/docs/tokenizers/api/tokenizer#tokenizers.Tokenizer"
+NUMPY_RANDOM = "https://numpy.org/doc/stable/reference/random/generator.html"
+NUMPY_SORT = "https://numpy.org/doc/stable/reference/generated/numpy.sort.html"
+PYTHON_YIELD = "https://docs.python.org/3/reference/simple_stmts.html#the-yield-statement"
+
+
+def _field(idea: str, code: str) -> list[str]:
+    return [idea, f"Hugging Face documents every field of GPT-2's config: {HF_CONFIG}", code]
+
+
 _CONFIG = {
-    "vocab_size": ["How many different tokens can GPT-2 read? Its tokenizer's vocabulary decides.",
-                   "Byte-level BPE: 256 byte tokens, 50,000 merges, and one special token.",
-                   "256 + 50,000 + 1 (<|endoftext|>)."],
-    "n_positions": ["The longest sequence GPT-2 small attends over: the rows of its position table.",
-                    "It is a power of two between 512 and 2048."],
-    "n_embd": ["The width of the residual stream: each token is a vector this long.",
-               "GPT-2 small (124M parameters) has 12 heads of 64 channels each."],
-    "n_layer": ["How many transformer blocks are stacked in GPT-2 small?",
-                "The checkpoint has blocks h.0 to h.11."],
-    "n_head": ["How many attention heads per block?", "n_embd / n_head = 64 channels per head."],
-    "n_inner": ["The width of the MLP's hidden layer.", "GPT-2's MLP widens each token by a factor of 4."],
-    "layer_norm_epsilon": ["The small number LayerNorm adds to the variance so it never divides by zero.",
-                           "It is in the checkpoint's config.json: layer_norm_epsilon."],
+    "vocab_size": _field("How many different tokens can GPT-2 read? Its tokenizer's vocabulary decides.",
+                         "Byte-level BPE: 256 byte tokens, 50,000 merges, and one <|endoftext|>: 256 + 50,000 + 1."),
+    "n_positions": _field("The longest sequence GPT-2 small attends over: the rows of its position table.",
+                          "A power of two between 512 and 2048: GPT-2 small's context is 1024 tokens."),
+    "n_embd": _field("The width of the residual stream: each token is a vector this long.",
+                     "12 heads of 64 channels each: 768."),
+    "n_layer": _field("How many transformer blocks are stacked in GPT-2 small?",
+                      "The checkpoint has blocks h.0 to h.11: 12."),
+    "n_head": _field("How many attention heads per block?", "n_embd / n_head = 64 channels per head: 12 heads."),
+    "n_inner": _field("The width of the MLP's hidden layer.", "GPT-2's MLP widens each token 4x: 4 * 768 = 3072."),
+    "layer_norm_epsilon": _field("The small number LayerNorm adds to the variance so it never divides by zero.",
+                                 "It is in the checkpoint's config.json: 1e-5."),
 }
 _EARLIER = ["An earlier step that your file imports fails its own check; this step cannot pass before it does.",
-            "Run the check the details name (pixi run sNN) and fix that step first."]
+            "The line names the step: its own check (pixi run sNN) says which of its parts fails and why.",
+            "Run the check the details name, fix that step, then come back: this check re-runs it first."]
 _COMPILED = ["Op by op your code is right; compiled into a graph, as pixi run gpt2 runs it, it is not.",
-             "Compiled, the batch and the length are symbols (Dim), not numbers: keep them Dims; no int(), "
-             "range() or numpy on them.",
+             f"Compiled, the batch and the length are symbols ({api('graph.Dim')}), not numbers: Tensor ops take "
+             "them as they are; int(), range() and numpy on them cannot be compiled.",
              "A mask from a column and a row of positions compared (arange, <=) is miscompiled by MAX 26.7 "
-             "(python -m checker.max_bugs): build it with F.band_part."]
-_CONSTRUCTION = ["Name the layers as Hugging Face's checkpoint does, so its weights load by name.",
-                 "Linear(in_features, out_features, bias=True): check the order and that the bias is on."]
+             "(python -m checker.max_bugs): build it with F.band_part instead."]
+_TWO_LINEARS = ["Name the layers as Hugging Face's checkpoint does, so its weights load by name.",
+                f"Linear ({api('nn.Linear')}) takes the input size, then the output size, and bias=True.",
+                "Linear(in_dim, out_dim, bias=True): check the order and that the bias is on."]
+
+
+def _table(rows: str) -> list[str]:
+    return [f"One row per {rows}: a [{'vocab_size' if rows == 'token' else 'n_positions'}, n_embd] table, "
+            "named weight, whose values the checkpoint replaces.",
+            f"Tensor.zeros ({api('Tensor.zeros')}) makes a tensor of a given shape.",
+            f"A zeros tensor of [config.{'vocab_size' if rows == 'token' else 'n_positions'}, config.n_embd], "
+            "assigned to self.weight."]
+
 
 HINTS: dict[str, dict[str, list[str]]] = {
     "01": _CONFIG,
     "02": {
-        "no": ["Query i may attend to key j only when j is not in its future.",
-               "Start from a [T, T] tensor full of -inf and keep -inf only above the diagonal.",
-               "F.band_part(x, num_lower, num_upper, exclude=True) sets the band to 0 and keeps the rest."],
+        "no": ["Query i may attend to key j only when j is not in its future: a band on and below the diagonal.",
+               f"F.band_part ({api('F.band_part')}) keeps a band of diagonals and, with exclude=True, zeroes it "
+               f"and keeps the rest; F.broadcast_to ({api('F.broadcast_to')}) makes a [T, N + T] tensor of -inf.",
+               "Start from [T, N + T] all -inf and zero the band: num_lower=None (every diagonal below), "
+               "num_upper=num_tokens, exclude=True."],
         "with": ["With num_tokens cached keys, the mask has num_tokens + T columns and row i sees keys "
                  "0 .. num_tokens + i.",
+                 f"Dim ({api('graph.Dim')}) adds to an int: Dim(sequence_length) + num_tokens columns.",
                  "The allowed band reaches num_tokens diagonals above the main one: num_upper=num_tokens."],
         "compiled": _COMPILED,
     },
     "03": {
         "construction": ["LayerNorm has a learned scale `weight` (gamma) and shift `bias` (beta), one per channel.",
-                         "Tensor.ones([dim]) and Tensor.zeros([dim]); keep eps as an attribute."],
+                         f"Tensor.ones ({api('Tensor.ones')}) and Tensor.zeros ({api('Tensor.zeros')}) make them.",
+                         "weight: ones of shape [dim]; bias: zeros of the same shape; eps kept as it is."],
         "forward": ["Normalise each token's vector on its own: statistics over the last axis only.",
-                    "y = (x - mean) / sqrt(var + eps), with var the mean of squared deviations (divide by n).",
-                    "Then scale and shift: y * weight + bias. Reductions in MAX keep the reduced axis."],
+                    f"Tensor.mean ({api('Tensor.mean')}) keeps the reduced axis; F.sqrt ({api('F.sqrt')}); "
+                    f"or F.layer_norm ({api('F.layer_norm')}) does it all in one op.",
+                    "(x - mean) / sqrt(var + eps) * weight + bias, with var the mean of the squared deviations."],
         "forward,": ["Tiny inputs make the variance tiny: where eps goes matters now.",
-                     "eps belongs inside the square root: sqrt(var + eps)."],
+                     f"F.sqrt ({api('F.sqrt')}) of the variance plus eps, not the square root plus eps.",
+                     "Divide by F.sqrt(var + self.eps)."],
     },
     "04": {
-        "construction": _CONSTRUCTION + ["c_fc widens n_embd -> n_inner; c_proj narrows it back."],
+        "construction": [*_TWO_LINEARS[:2], "c_fc = Linear(n_embd, n_inner, bias=True); c_proj the other way."],
         "forward": ["c_fc, then the activation, then c_proj.",
-                    "GPT-2's activation is GELU in its tanh approximation.",
-                    'F.gelu(x, approximate="tanh").'],
+                    f"F.gelu ({api('F.gelu')}) has an `approximate` argument: GPT-2 uses the tanh approximation.",
+                    'self.c_proj(F.gelu(self.c_fc(x), approximate="tanh")).'],
     },
     "05": {
-        "construction": ["One row per token id: the table is [vocab_size, n_embd], named weight."],
+        "construction": _table("token"),
         "forward": ["Each token id selects one row of the table.",
-                    "Gather rows along axis 0; the result keeps the ids' [B, T] shape and adds C.",
-                    "F.gather(self.weight, input_ids, axis=0)."],
+                    f"F.gather ({api('F.gather')}) picks entries along an axis by index; the result keeps the "
+                    "indices' shape and adds the row's.",
+                    "Gather rows (axis 0) of self.weight with input_ids."],
     },
     "06": {
-        "construction": ["One row per position: the table is [n_positions, n_embd], named weight."],
+        "construction": _table("position"),
         "positions": ["Positions are 0, 1, ..., seq_len - 1 when nothing is cached.",
-                      "Make the positions with Tensor.arange, then gather those rows of the table."],
+                      f"Tensor.arange ({api('Tensor.arange')}) makes the positions (int64, on the table's "
+                      f"device); F.gather ({api('F.gather')}) takes their rows.",
+                      "positions = Tensor.arange(start, stop, dtype=DType.int64, device=self.weight.device)."],
         "after": ["After past_length cached tokens, the new tokens sit at positions past_length onwards.",
-                  "Tensor.arange(past_length, past_length + seq_len, ...): the second argument is the end."],
+                  f"Tensor.arange ({api('Tensor.arange')}): its second argument is where it stops, not a count.",
+                  "Start at past_length, stop at past_length + seq_len."],
     },
     "07": {
-        "construction": _CONSTRUCTION + ["c_attn makes q, k and v at once: n_embd -> 3 * n_embd. "
-                                         "c_proj maps n_embd -> n_embd."],
+        "construction": [*_TWO_LINEARS[:2], "c_attn maps n_embd -> 3 * n_embd; c_proj maps n_embd -> n_embd."],
         "_split_heads": ["Each head owns a contiguous block of head_dim channels.",
-                         "Reshape [B, T, C] to [B, T, H, D], then bring the head axis in front of the tokens.",
-                         "tensor.reshape([..., num_heads, attn_head_size]).transpose(1, 2)."],
+                         f"Tensor.reshape ({api('Tensor.reshape')}) splits an axis; Tensor.transpose "
+                         f"({api('Tensor.transpose')}) swaps two axes.",
+                         "Reshape [B, T, C] to [B, T, H, D], then swap the T and H axes."],
         "_merge_heads": ["_merge_heads undoes _split_heads, in reverse order.",
+                         f"Tensor.transpose ({api('Tensor.transpose')}) first, then Tensor.reshape "
+                         f"({api('Tensor.reshape')}).",
                          "Transpose [B, H, T, D] back to [B, T, H, D], then reshape to [B, T, H * D]."],
-        "_attn": ["Scores: every query against every key of the same head, scaled.",
-                  "q @ k^T / sqrt(head_dim), plus causal_mask(T, 0, ...) before the softmax.",
-                  "softmax over the last axis (the keys), then @ v."],
+        "_attn": ["Scores: every query against every key of the same head, scaled, masked, softmaxed, then "
+                  "the weighted sum of the values.",
+                  f"`@` is matmul; Tensor.transpose ({api('Tensor.transpose')}) turns the keys; F.softmax "
+                  f"({api('F.softmax')}) takes an axis.",
+                  "q @ k^T / sqrt(head_dim) + causal_mask(T, 0, ...), softmax over the last axis (the keys), "
+                  "then @ v."],
         "forward": ["c_attn, split into q, k, v, split the heads, attend, merge, c_proj.",
-                    "c_attn's output holds q, k and v in that order, each n_embd wide: "
-                    "F.split(x, [C, C, C], axis=-1).",
-                    "If _split_heads, _merge_heads and _attn pass, look at the order of q, k, v and at c_proj."],
+                    f"F.split ({api('F.split')}) cuts a tensor into pieces of given sizes along an axis.",
+                    "c_attn's output holds q, k and v in that order, each n_embd wide: three pieces of "
+                    "split_size on the last axis."],
         "compiled": _COMPILED,
     },
     "08": {
         "attention": ["GPT-2 is pre-norm: the sub-layer reads a normalised copy, the stream is left as it is.",
-                      "Add the sub-layer's output to the stream that came in.",
-                      "return hidden_states + sublayer(ln(hidden_states))."],
+                      f"ln and sublayer are Modules ({api('nn.Module')}): call them like functions.",
+                      "Add the sub-layer's output, on ln of the stream, to the stream that came in."],
         "MLP": ["The MLP half is wired exactly like the attention half.",
-                "return hidden_states + sublayer(ln(hidden_states))."],
+                f"The same residual_step serves both halves: what differs is the ln and the Module "
+                f"({api('nn.Module')}) passed in.",
+                "The stream that came in, plus sublayer of ln of it."],
     },
     "09": {
         "earlier": _EARLIER,
         "construction": ["A block holds ln_1, attn, ln_2 and mlp, named as in the checkpoint (h.0.ln_1...).",
-                         "LayerNorm(n_embd, eps=layer_norm_epsilon), your attention and your MLP."],
+                         f"Sub-modules are attributes of a Module ({api('nn.Module')}); your LayerNorm (step 03) "
+                         "takes the width and eps, your attention and MLP the config.",
+                         "LayerNorm(config.n_embd, eps=config.layer_norm_epsilon) twice, GPT2MultiHeadAttention(config), "
+                         "GPT2MLP(config)."],
         "forward": ["Two residual halves: attention, then the MLP.",
-                    "ln_1 goes with attn, ln_2 with mlp; the MLP half reads the stream after attention was added.",
-                    "Use residual_step twice."],
+                    f"Call the sub-modules ({api('nn.Module')}) through residual_step (step 08): ln_1 goes "
+                    "with attn, ln_2 with mlp.",
+                    "The second half reads the first half's output."],
     },
     "10": {
         "earlier": _EARLIER,
-        "construction": ["GPT2Model holds wte, wpe, h (a ModuleList of n_layer blocks) and ln_f.",
-                         "ModuleList(GPT2Block(config) for _ in range(config.n_layer))."],
+        "construction": ["GPT2Model holds wte, wpe, h (the blocks) and ln_f.",
+                         f"ModuleList ({api('nn.ModuleList')}) holds modules and names them 0, 1, ...",
+                         "self.h = ModuleList(GPT2Block(config) for each of the n_layer blocks)."],
         "forward": ["Token embeddings plus position embeddings, then every block in order, then ln_f.",
-                    "self.wte(input_ids) + self.wpe(seq_len): [B, T, C] + [T, C] broadcasts.",
-                    "Feed each block's output to the next; ln_f runs once, at the end."],
+                    f"A [T, C] tensor adds to [B, T, C] by broadcasting; T is input_ids.shape[-1] "
+                    f"({api('Tensor.shape')}).",
+                    "self.wte(input_ids) + self.wpe(T); each block's output feeds the next; ln_f once."],
     },
     "11": {
         "earlier": _EARLIER,
         "loading": ["Hugging Face's Conv1D stores weights [in, out]; Linear wants [out, in].",
-                    "Transpose the weights of c_attn, c_proj and c_fc (not their biases, not the LayerNorms).",
-                    "Then model.load_state_dict(state) with the `transformer.` names."],
+                    f"Module.load_state_dict ({api('nn.Module')}) takes {{name: array}}; numpy's .T transposes.",
+                    "Transpose the weights of c_attn, c_proj and c_fc (not their biases, not the LayerNorms), "
+                    "then load the whole dict at once."],
         "loading the original": ["Older GPT-2 files have no `transformer.` prefix, store the causal mask as "
                                  "attn.bias / attn.masked_bias, and store lm_head.weight.",
+                                 f"Module.load_state_dict ({api('nn.Module')}) refuses names the model lacks; the "
+                                 "check's message lists them.",
                                  "Skip the mask buffers and lm_head.weight; add the prefix where it is missing."],
         "logits": ["The head is tied: the same wte table turns vectors back into token scores.",
-                   "hidden_states @ wte.weight.T: [B, T, C] @ [C, V] -> [B, T, V]; no softmax."],
+                   f"`@` is matmul; .T ({api('Tensor.T')}) turns [V, C] into [C, V].",
+                   "The hidden states times wte's weight, transposed: [B, T, C] @ [C, V]; no softmax."],
         "compiled": _COMPILED + ["The lines under the part name the step whose piece changes when compiled: "
                                  "run that step's check."],
     },
     "12": {
         "encode/decode": ["The tokenizer does the work: encode gives an Encoding, decode gives text.",
-                          "tokenizer.encode(text).ids and tokenizer.decode(ids)."],
+                          f"tokenizers.Tokenizer ({TOKENIZER}): encode returns an Encoding with .ids.",
+                          "The Encoding's ids; decode(ids) for the text."],
         "greedy": ["Run the model on all ids so far, take the last position's logits, pick the largest.",
-                   "Append the new id and go again; yield each new id as it is made.",
-                   "np.from_dlpack(model(ids_tensor))[0, -1], then np.argmax."],
+                   f"Tensor.from_dlpack ({api('Tensor.from_dlpack')}) turns a numpy array of ids into a tensor; "
+                   "np.from_dlpack turns the logits back.",
+                   "Logits [1, T, V]: take [0, -1], np.argmax, append, yield, repeat."],
         "eos": ["generate stops when the model produces the end-of-text token, after handing it out.",
-                "yield the token first, then return if it equals eos_token_id (None: never stop early)."],
+                f"A generator function ({PYTHON_YIELD}) ends with return; yield hands a value out first.",
+                "Yield the token first, then return if it equals eos_token_id (None: never stop early)."],
         "top_k=1": ["Keep only the k highest logits before sampling: with k = 1 that is greedy.",
+                    f"numpy's sort ({NUMPY_SORT}) gives the k-th largest value as the threshold.",
                     "Set every logit below the k-th largest to -inf."],
-        "seeded": ["Make one generator per generate call: np.random.default_rng(seed).",
+        "seeded": ["Make one generator per generate call: the same seed gives the same tokens.",
+                   f"numpy's random Generator ({NUMPY_RANDOM}): np.random.default_rng(seed).",
                    "Make it once, before the loop, and draw every token from it, passing it to next_token."],
         "top_k": ["Exactly k logits survive: the k-th largest is the threshold, and it is kept.",
-                  "np.sort(logits)[-top_k] is the k-th largest; everything below it becomes -inf."],
+                  f"np.sort ({NUMPY_SORT}) ascending: the k-th largest is k from the end.",
+                  "Everything below it becomes -inf before the softmax."],
         "distribution": ["Sample from softmax(logits / temperature) over the top k.",
-                         "Divide by the temperature, mask below the k-th best, softmax, then rng.choice(V, p=probs)."],
+                         f"Generator.choice ({NUMPY_RANDOM}) draws an index with given probabilities p.",
+                         "Divide by the temperature, mask below the k-th best, softmax (minus the max first), "
+                         "then rng.choice(V, p=probs)."],
     },
 }
 

@@ -8,25 +8,27 @@ Shapes, with B = batch, T = tokens, C = n_embd (768), H = n_head (12) and
 D = head_dim (C / H = 64):
 
     hidden_states [B, T, C]
-      -> c_attn            [B, T, 3C]   one matmul makes Q, K and V
-      -> split             3 x [B, T, C]
+      -> c_attn            [B, T, 3C]   one linear layer makes Q, K and V
+      -> three parts       3 x [B, T, C]
       -> _split_heads      3 x [B, H, T, D]
-      -> _attn             [B, H, T, D] softmax(Q K^T / sqrt(D) + mask) V
+      -> _attn             [B, H, T, D] each query's weighted average of the values
       -> _merge_heads      [B, T, C]
       -> c_proj            [B, T, C]
 
-Use the names of Hugging Face's GPT2Attention (`c_attn`, `c_proj`) so that
-GPT-2's weights load by name.
+Facts you cannot guess: c_attn's output holds the query, the key and the
+value in that order, each C wide; head h owns channels h*D .. (h+1)*D - 1
+(contiguous); the scores are scaled by 1/sqrt(D), the head size; the mask is
+your step 02's, added before softmax. Use the names of Hugging Face's
+GPT2Attention (`c_attn`, `c_proj`, both with a bias) so GPT-2's weights load.
 
-Check: pixi run s07
+Read: the book's page for this step (pixi run book-serve, then
+http://127.0.0.1:8000/steps/07/; or book/docs/steps/07.md).
+Check: pixi run s07        Stuck? pixi run s07 --hint
 """
 
-# TODO (imports): you will need
-#   math                                    for math.sqrt
-#   max.experimental.functional as F        for F.split and F.softmax
-#   Linear and Module from max.experimental.nn
-#   Tensor from max.experimental.tensor     for type hints
-#   causal_mask from steps.step_02          your mask from step 02
+# TODO (imports): what else will you need? MAX's tensor operations
+# (max.experimental.functional), its Linear layer, your causal_mask from
+# steps.step_02, and a square root.
 from max.experimental.nn import Module
 
 from steps.step_01 import GPT2Config
@@ -39,47 +41,35 @@ class GPT2MultiHeadAttention(Module):
         self.head_dim = self.embed_dim // self.num_heads
         self.split_size = self.embed_dim
 
-        # TODO (layers): two Linear layers, both with bias=True:
-        #   self.c_attn maps n_embd -> 3 * n_embd (query, key and value at once)
-        #   self.c_proj maps n_embd -> n_embd (mixes the heads' outputs)
-        # Hint: Linear(in_dim, out_dim, bias=True)
+        # TODO (layers): self.c_attn makes query, key and value at once from n_embd numbers;
+        #   self.c_proj mixes the heads' outputs back into n_embd numbers. Both have a bias.
+        #   How wide is each one's output?
         self.c_attn = None
         self.c_proj = None
 
     def _split_heads(self, tensor, num_heads, attn_head_size):
         """[B, T, C] -> [B, H, T, D]"""
-        # TODO (split):
-        #   1. reshape the last axis C into (num_heads, attn_head_size): [B, T, H, D]
-        #      Hint: list(tensor.shape[:-1]) + [num_heads, attn_head_size]
-        #   2. swap the token and head axes: [B, H, T, D]
-        #      Hint: tensor.transpose(-3, -2)
+        # TODO (split): give each head its own contiguous channels, then put the head axis
+        #   in front of the tokens, so that each head sees all its tokens together.
+        #   Why can a single reshape straight to [B, H, T, D] not do it?
         raise NotImplementedError("step 07: _split_heads")
 
     def _merge_heads(self, tensor, num_heads, attn_head_size):
         """[B, H, T, D] -> [B, T, C]: undo _split_heads"""
-        # TODO (merge):
-        #   1. swap the head and token axes back: [B, T, H, D]
-        #   2. reshape the last two axes into num_heads * attn_head_size: [B, T, C]
+        # TODO (merge): the inverse of _split_heads: in which order do its two moves undo?
         raise NotImplementedError("step 07: _merge_heads")
 
     def _attn(self, query, key, value):
         """Causal attention per head: [B, H, T, D] x 3 -> [B, H, T, D]"""
-        # TODO (attention):
-        #   1. scores = query @ key^T                       [B, H, T, T]
-        #      Hint: key.transpose(-1, -2)
-        #   2. divide by sqrt(head_dim); the head size is value.shape[-1]
-        #      Hint: math.sqrt(int(value.shape[-1]))
-        #   3. add causal_mask(seq_len, 0, dtype=query.dtype, device=query.device);
-        #      seq_len is query.shape[-2]
-        #   4. softmax over the last axis (the keys): F.softmax(scores, axis=-1)
-        #   5. weights @ value                              [B, H, T, D]
+        # TODO (attention): every query against every key of its head, scaled; the causal
+        #   mask; softmax; then each query's weighted sum of the values.
+        #   - What shape do the scores have, and which axis holds the keys?
+        #   - Over which axis must each query's weights sum to 1?
+        #   - Why scale by the square root of the head size, and where do you read it?
         raise NotImplementedError("step 07: _attn")
 
     def forward(self, hidden_states):
         """[B, T, C] -> [B, T, C]"""
-        # TODO (forward):
-        #   1. query, key, value = F.split(self.c_attn(hidden_states), [self.split_size] * 3, axis=-1)
-        #   2. _split_heads each of them
-        #   3. _attn, then _merge_heads
-        #   4. return self.c_proj(...) of the merged heads
+        # TODO (forward): c_attn; its output cut into query, key and value along the last
+        #   axis; the heads split; attention; the heads merged; c_proj.
         raise NotImplementedError("step 07: forward")

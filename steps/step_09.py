@@ -1,16 +1,19 @@
 """Step 09: a GPT-2 transformer block.
 
 Attention (tokens exchange information), then the MLP (each token on its
-own), each wrapped in a pre-norm residual step (step 08):
+own), each wrapped in a pre-norm residual step (step 08): the MLP half reads
+the stream after the attention half has added to it.
 
-    x = x + attn(ln_1(x))
-    x = x + mlp(ln_2(x))                                 [B, T, C] -> [B, T, C]
+    hidden_states [B, T, C] -> attention half -> MLP half -> [B, T, C]
 
 Use Hugging Face's names (`ln_1`, `attn`, `ln_2`, `mlp`) so GPT-2's
-`transformer.h.N.*` weights load by name. This step uses your steps 03, 04,
-07 and 08; its check runs theirs first.
+`transformer.h.N.*` weights load by name: ln_1 belongs to the attention
+half, ln_2 to the MLP half. This step uses your steps 03, 04, 07 and 08; its
+check runs theirs first.
 
-Check: pixi run s09
+Read: the book's page for this step (pixi run book-serve, then
+http://127.0.0.1:8000/steps/09/; or book/docs/steps/09.md).
+Check: pixi run s09        Stuck? pixi run s09 --hint
 """
 
 from max.experimental.nn import Module
@@ -25,11 +28,8 @@ from steps.step_08 import residual_step  # noqa: F401
 
 class GPT2Block(Module):
     def __init__(self, config: GPT2Config):
-        # TODO: the four sub-modules, with GPT-2's names:
-        #   self.ln_1 = LayerNorm(n_embd, eps=layer_norm_epsilon)   before attention
-        #   self.attn = GPT2MultiHeadAttention(config)
-        #   self.ln_2 = LayerNorm(...)                              before the MLP
-        #   self.mlp  = GPT2MLP(config)
+        # TODO: the four sub-modules, built from the config (the LayerNorms need the width
+        #   and GPT-2's epsilon).
         self.ln_1 = None
         self.attn = None
         self.ln_2 = None
@@ -37,5 +37,5 @@ class GPT2Block(Module):
 
     def forward(self, hidden_states: Tensor) -> Tensor:
         """[B, T, C] -> [B, T, C]"""
-        # TODO: two residual steps: attention with ln_1, then the MLP with ln_2.
+        # TODO: the two halves, in order. What does the second half read?
         raise NotImplementedError("step 09: GPT2Block.forward")

@@ -109,6 +109,8 @@ def learner_repo(tmp_path):
 
 # step -> {(mistake id, stand-in): (caught, named)}, filled by tests/test_catalogue.py
 MUTATION_RESULTS: dict[str, dict[tuple[str, str], tuple[bool, bool]]] = defaultdict(dict)
+# step -> (solution tokens given away in the skeleton's comments, solution tokens to write), from test_skeletons.py
+GIVEAWAY: dict[str, tuple[int, int]] = {}
 # (step, part) -> {stand-in: the worst margin (max |diff| / allowed) of a correct implementation}
 MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
 MARGIN_LIMIT = 0.1
@@ -144,6 +146,14 @@ def pytest_terminal_summary(terminalreporter):
             totals = [t + r for t, r in zip(totals, row)]
             write("| " + " | ".join([step, *map(str, row)]) + " |")
         write("| " + " | ".join(["all", *map(str, totals)]) + " |")
+    if GIVEAWAY:
+        terminalreporter.section("skeletons: how much of each solution their comments and docstrings give away")
+        write("| step | given away | of tokens to write | share |")
+        write("|---|---|---|---|")
+        for step, (given, total) in sorted(GIVEAWAY.items()):
+            write(f"| {step} | {given} | {total} | {given / max(total, 1):.0%} |")
+        given, total = (sum(v[i] for v in GIVEAWAY.values()) for i in (0, 1))
+        write(f"| all | {given} | {total} | {given / max(total, 1):.0%} |")
     if MARGINS:
         terminalreporter.section(f"margins: worst max|diff| / allowed of a correct implementation (limit {MARGIN_LIMIT})")
         write("| step | part | synthetic | GPT-2-scale |")

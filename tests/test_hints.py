@@ -1,6 +1,8 @@
 """`--hint` and `--solution`: every part of every step has hints and, where it
 checks one piece of code, that code in the solution; hints come one at a time."""
 
+import re
+
 import pytest
 
 from checker import hints
@@ -14,7 +16,7 @@ from tests.injections import INJECTIONS
 def test_every_part_has_hints_and_its_reference(checkpoint, step):
     report = check_module(step).check(REPO / "steps" / f"step_{step}.py", checkpoint)
     for part in report.parts:
-        assert hints.hints_for(step, part.name), f"no hints for step {step} part {part.name!r}"
+        assert len(hints.hints_for(step, part.name)) >= 3, f"fewer than 3 hints for step {step} part {part.name!r}"
         code = hints.reference_code(step, part.name)
         if part.name == "earlier steps":
             assert code is None
@@ -48,3 +50,28 @@ def test_hint_after_the_report(checkpoint, write_step, tmp_path):
     assert run.returncode == 1, run.stderr
     assert "likely mistake: ReLU was used" in run.stdout
     assert "hint " in run.stdout.split("likely mistake")[1] and " for forward: " in run.stdout
+
+
+def _solution_lines(code: str) -> list[str]:
+    """The code lines of a reference, without comments, as compared: no spaces, no backticks."""
+    lines = []
+    for line in code.splitlines()[1:]:  # the first line names the file
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line and not line.startswith(("def ", "class ", '"""', "#", "@")) and len(line.replace(" ", "")) >= 12:
+            lines.append(line.replace(" ", ""))
+    return lines
+
+
+@pytest.mark.parametrize("step", CHECKS)
+def test_hint_ladders_go_from_idea_to_api_to_code_without_the_solution(step):
+    """Every part: at least three rungs; the first is the idea (no link), the second names the API with
+    a link to its reference page (but for the earlier-steps part); no rung holds a whole solution line."""
+    for part, rungs in hints.HINTS[step].items():
+        assert len(rungs) >= 3, (step, part)
+        assert "https://" not in rungs[0], (step, part, "the first rung is the idea")
+        if part != "earlier":
+            assert "https://" in rungs[1], (step, part, "the second rung links the API's reference page")
+        code = hints.reference_code(step, part)
+        for line in _solution_lines(code or ""):
+            for rung in rungs:
+                assert line not in rung.replace(" ", "").replace("`", ""), (step, part, line)
