@@ -2,6 +2,9 @@
 
     attention-shapes.svg   step 07's split-attend-merge path, with the tensor shape at each stage
     causal-mask.svg        step 02's mask, without and with cached tokens
+    FIGURES                one more per step: parameters (01), layer-norm (03), activations (04),
+                           token- and position-lookup (05, 06), residual (08), block (09),
+                           model (10, 11), sampling (12)
 """
 
 from __future__ import annotations
@@ -71,7 +74,147 @@ def causal_mask(path: Path, T: int = 6, cached: int = 3) -> None:
     plt.close(fig)
 
 
+
+
+def _boxes(path: Path, boxes: list[tuple[str, str]], title: str, figsize=(6.5, 4.0)) -> None:
+    """A vertical chain of labelled boxes joined by arrows: (label, note) from top to bottom."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=figsize)
+    n = len(boxes)
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.4, n * 1.1)
+    ax.axis("off")
+    for i, (label, note) in enumerate(boxes):
+        y = (n - 1 - i) * 1.1
+        ax.add_patch(plt.Rectangle((0.3, y), 4.4, 0.7, facecolor="#e8f0fe", edgecolor="#1a73e8"))
+        ax.text(2.5, y + 0.35, label, ha="center", va="center", fontsize=10, family="monospace")
+        ax.text(5.0, y + 0.35, note, va="center", fontsize=9, color="#444444")
+        if i:
+            ax.annotate("", xy=(2.5, y + 0.7), xytext=(2.5, y + 1.1), arrowprops={"arrowstyle": "->"})
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def parameters(path: Path) -> None:
+    """Step 01: where GPT-2 small's 124M parameters are."""
+    from book.examples import parameter_counts
+
+    plt = _pyplot()
+    counts = parameter_counts()
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    names = list(counts)
+    ax.barh(names, [counts[n] / 1e6 for n in names], color="#1a73e8")
+    for i, n in enumerate(names):
+        ax.text(counts[n] / 1e6 + 0.5, i, f"{counts[n] / 1e6:.2f}M", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("parameters (millions)")
+    ax.set_title(f"GPT-2 small: {sum(counts.values()):,} parameters", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def layer_norm(path: Path) -> None:
+    """Step 03: one token's channels before and after LayerNorm (weight 1, bias 0)."""
+    from checker import gpt2_np
+
+    plt = _pyplot()
+    x = np.random.default_rng(3).normal(2.0, 3.0, size=48)
+    y = gpt2_np.layer_norm(x, np.ones_like(x), np.zeros_like(x), 1e-5)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 2.6), sharey=False)
+    for ax, values, title in ((axes[0], x, f"x: mean {x.mean():.2f}, std {x.std():.2f}"),
+                              (axes[1], y, f"normalised: mean {y.mean():.2f}, std {y.std():.2f}")):
+        ax.bar(range(len(values)), values, color="#1a73e8")
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("channel")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def activations(path: Path) -> None:
+    """Step 04: GPT-2's GELU (tanh) against the exact GELU and ReLU."""
+    from checker import gpt2_np
+
+    plt = _pyplot()
+    t = np.linspace(-4, 3, 300)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(t, np.maximum(t, 0), label="ReLU", color="#999999", linestyle="--")
+    ax.plot(t, gpt2_np.gelu_exact(t), label="GELU, exact (erf)", color="#e8710a")
+    ax.plot(t, gpt2_np.gelu_tanh(t), label="GELU, tanh: GPT-2's", color="#1a73e8", linestyle=":")
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set_xlabel("x (c_fc's output)")
+    ax.set_ylabel("activation")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def lookup(path: Path, picked: list[int], rows: int, what: str) -> None:
+    """Steps 05 and 06: a table whose picked rows are the output."""
+    plt = _pyplot()
+    table = np.random.default_rng(5).normal(size=(rows, 8))
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    ax.imshow(table, cmap="viridis", aspect="auto")
+    for i in picked:
+        ax.add_patch(plt.Rectangle((-0.5, i - 0.5), 8, 1, fill=False, edgecolor="#ff3333", linewidth=2))
+    ax.set_yticks(range(rows), [str(i) for i in range(rows)], fontsize=7)
+    ax.set_xticks([])
+    ax.set_xlabel("channels (768 in GPT-2)")
+    ax.set_ylabel(what)
+    ax.set_title(f"picked rows: {picked}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def sampling(path: Path) -> None:
+    """Step 12: one set of logits, sampled at three temperatures and with top_k."""
+    from checker.attention_np import softmax
+
+    plt = _pyplot()
+    z = np.array([2.0, 1.0, 0.5, -1.0, -1.5])
+    cases = {"T = 0.5": softmax(z / 0.5), "T = 1": softmax(z), "T = 2": softmax(z / 2),
+             "T = 1, top_k = 2": softmax(np.where(z < np.sort(z)[-2], -np.inf, z))}
+    fig, axes = plt.subplots(1, len(cases), figsize=(9, 2.6), sharey=True)
+    for ax, (title, p) in zip(axes, cases.items()):
+        ax.bar(range(len(z)), p, color="#1a73e8")
+        ax.set_title(title, fontsize=9)
+        ax.set_xticks(range(len(z)))
+        ax.set_xlabel("token")
+    axes[0].set_ylabel("probability")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+FIGURES = {
+    "parameters.svg": parameters,
+    "layer-norm.svg": layer_norm,
+    "activations.svg": activations,
+    "token-lookup.svg": lambda p: lookup(p, [2, 0, 4, 2], 6, "token id"),
+    "position-lookup.svg": lambda p: lookup(p, [2, 3, 4], 8, "position"),
+    "residual.svg": lambda p: _boxes(p, [("x", "the stream, [B, T, 768]"), ("ln(x)", "a normalised copy"),
+                                         ("sublayer(ln(x))", "attention or MLP"),
+                                         ("x + sublayer(ln(x))", "added back onto the stream")],
+                                     "one residual step (pre-norm)"),
+    "block.svg": lambda p: _boxes(p, [("x", "the block's input"), ("h = x + attn(ln_1(x))", "tokens exchange"),
+                                      ("h + mlp(ln_2(h))", "each token alone")], "a GPT-2 block"),
+    "model.svg": lambda p: _boxes(p, [("input_ids [B, T]", "token ids"), ("wte + wpe", "[B, T, 768]"),
+                                      ("h.0 ... h.11", "12 blocks, same shape"), ("ln_f", "once, at the end"),
+                                      ("@ wte.weight.T", "step 11: logits [B, T, 50257]")],
+                                  "the model body, then the tied head", figsize=(6.5, 4.6)),
+    "sampling.svg": sampling,
+}
+
+
 def draw_all(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     attention_shapes(folder / "attention-shapes.svg")
     causal_mask(folder / "causal-mask.svg")
+    for name, draw in FIGURES.items():
+        draw(folder / name)

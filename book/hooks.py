@@ -1,7 +1,9 @@
 """MkDocs hooks for the book: code includes from the repository, the skeletons'
-TODOs, and the figures, all made from the code at build time so they cannot drift.
+TODOs, the worked examples and the figures, all made from the code at build
+time so they cannot drift.
 
     <!-- todos 07 -->     the TODO comments of steps/step_07.py, with their line numbers
+    <!-- example 07 -->   step 07's worked example, computed now (book/examples.py)
     --8<-- "solutions/solution_07.py"     (pymdownx.snippets) a file of the repository
 """
 
@@ -50,4 +52,7 @@ def todos(step: str) -> str:
 
 
 def on_page_markdown(markdown, page, config, files):
+    from book.examples import example
+
+    markdown = re.sub(r"<!-- example (\d\d) -->", lambda m: example(m.group(1)), markdown)
     return re.sub(r"<!-- todos (\d\d) -->", lambda m: todos(m.group(1)), markdown)

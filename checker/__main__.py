@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except WeightsError as e:
         print(f"Weights problem: {e}", file=sys.stderr)
         return 2
+    from checker import verdicts
+
+    verdicts.store(step, path, checkpoint, report)
     print(report.render(color=use_color()))
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.hint or args.solution:

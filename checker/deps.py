@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from checker.registry import CHECKS, check_module
+from checker.registry import CHECKS
 from checker.report import FAIL, PASS, Part
 
 _STEP = re.compile(r"^(?:steps\.step|solutions\.solution)_(\d\d)$")
@@ -42,14 +42,13 @@ def used_steps(module: ModuleType) -> dict[str, Path]:
 
 
 _checking_earlier = False  # set while the earlier steps run, so theirs are not re-run inside
-_verdicts: dict[tuple, bool] = {}  # (step, file, its mtime): passed, within one process
 
 
 def _passes(step: str, path: Path, checkpoint, timeout: float) -> bool:
-    key = (step, str(path), path.stat().st_mtime_ns, checkpoint.sha256)
-    if key not in _verdicts:
-        _verdicts[key] = check_module(step).check(path, checkpoint, timeout=timeout).ok
-    return _verdicts[key]
+    """The step's verdict, from the cache while none of the files it depends on changed (checker.verdicts)."""
+    from checker import verdicts
+
+    return verdicts.verdict(step, path, checkpoint, timeout=timeout)["ok"]
 
 
 def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Part:

@@ -36,6 +36,7 @@ class Report:
     header: list[str]  # first the weights line, then the inputs
     parts: list[Part] = field(default_factory=list)
     printed: str = ""  # what the learner's code printed, shown apart from the verdict
+    files: list = field(default_factory=list)  # the course's step files the checked file imports (checker.verdicts)
 
     @property
     def ok(self) -> bool:

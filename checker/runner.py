@@ -84,12 +84,16 @@ class StepRun:
 
     def import_step(self) -> ModuleType | None:
         """The learner's module, or None after recording why it did not import."""
+        from checker.deps import used_steps
+
         try:
-            return learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}",
-                                       timeout=self.timeout)
+            module = learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}",
+                                         timeout=self.timeout)
         except LearnerError as e:
             self.add(Part.from_error(self.names[0], e))
             return None
+        self.report.files = list(used_steps(module).values())
+        return module
 
     def need(self, module: ModuleType, name: str):
         """`module.name`, or None after recording that it is missing."""

@@ -44,11 +44,27 @@ def test_a_broken_include_fails_the_build(tmp_path):
     assert done.returncode != 0 and "solution_99.py" in done.stderr
 
 
-def test_every_step_has_a_page_with_its_todos_and_solution():
+def test_every_step_has_a_page_that_teaches_it():
+    """Why, the maths, a worked example computed at build time, a figure, pitfalls, questions with folded
+    answers, the TODOs, the check and the solution."""
     for n in range(1, 13):
         text = (BOOK / "docs" / "steps" / f"{n:02d}.md").read_text()
         assert f"<!-- todos {n:02d} -->" in text and f'--8<-- "solutions/solution_{n:02d}.py"' in text
         assert f"pixi run s{n:02d}" in text
+        assert f"<!-- example {n:02d} -->" in text and "![" in text and "img/generated/" in text
+        assert "## Why" in text and "## Pitfalls" in text and text.count('??? question "') >= 2
+
+
+def test_worked_examples_are_computed_when_the_book_builds(tmp_path):
+    """The numbers on the page are what book/examples.py computes now (no example is typed in)."""
+    from book.examples import attention_example, example
+
+    assert _build(BOOK / "mkdocs.yml", tmp_path / "site").returncode == 0
+    page = (tmp_path / "site" / "steps" / "07" / "index.html").read_text()
+    weights = attention_example()["weights"]
+    assert f"{weights[2, 1]:.2f}" in page and f"{weights[3, 1]:.2f}" in page
+    for n in range(1, 13):
+        assert example(f"{n:02d}").count("```text") >= 1
 
 
 def _defined() -> set[str]:
@@ -66,14 +82,19 @@ def _defined() -> set[str]:
 
 
 def _max_names() -> set[str]:
-    """What MAX and Hugging Face's GPT-2 define, which the book names too."""
+    """What MAX, Hugging Face's GPT-2 and Python's builtins define, which the book names too."""
+    import builtins
+
+    from max import graph
     from max.experimental import functional as F
     from max.experimental import nn
     from max.experimental.tensor import Tensor
+    from transformers import pytorch_utils
     from transformers.models.gpt2 import modeling_gpt2
 
     return {*dir(nn), "Tensor", *(f"F.{n}" for n in dir(F)), *(f"Tensor.{n}" for n in dir(Tensor)),
-            *(n for n in dir(modeling_gpt2) if n.startswith("GPT2"))}
+            *(n for n in dir(modeling_gpt2) if n.startswith("GPT2")), *(n for n in dir(graph) if n[0].isupper()),
+            *(n for n in dir(pytorch_utils) if n[0].isupper()), *dir(builtins)}
 
 
 def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str]:
@@ -97,8 +118,8 @@ def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str
             if code not in defined and code not in max_names and code.split(".")[0] not in max_names:
                 bad.append(code)
         elif m := re.fullmatch(r"(\w+)\(.*\)", code):
-            if m.group(1) not in defined and m.group(1) not in {n.split(".")[-1] for n in defined} | {
-                    "Linear", "print", "np.argmax"}:
+            if m.group(1) not in defined and m.group(1) not in max_names and m.group(1) not in {
+                    n.split(".")[-1] for n in defined} | {"Linear", "np.argmax"}:
                 bad.append(code)
     return bad
 

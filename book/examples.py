@@ -1,0 +1,218 @@
+"""The book's worked examples: small enough to follow by hand, computed when the book is built.
+
+`<!-- example NN -->` in a step's page becomes `example(NN)`: the numbers are
+printed by numpy from the same formulas the checks use (checker/*_np.py), so
+a page can never show numbers that its code would not give.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker import attention_np, gpt2_np
+from checker.step02 import mask as causal_mask
+
+
+def _matrix(a: np.ndarray, digits: int = 2, rows: list[str] | None = None, cols: list[str] | None = None) -> str:
+    """A 2-D array as a fixed-width text block, with optional row and column labels."""
+    a = np.atleast_2d(a)
+    cells = [["-inf" if v == -np.inf else f"{v:.{digits}f}" for v in row] for row in a]
+    width = max(len(c) for row in cells for c in row + (cols or []))
+    head = max((len(r) for r in rows or []), default=0)
+    lines = []
+    if cols:
+        lines.append(" " * (head + 2) + " ".join(c.rjust(width) for c in cols))
+    for i, row in enumerate(cells):
+        label = (rows[i].ljust(head) + "  ") if rows else ""
+        lines.append(label + " ".join(c.rjust(width) for c in row))
+    return "\n".join(lines)
+
+
+def _block(*parts: str) -> str:
+    return "```text\n" + "\n".join(parts) + "\n```"
+
+
+def parameter_counts() -> dict[str, int]:
+    """GPT-2 small's parameters by component, from the course's config."""
+    from solutions.solution_01 import GPT2Config
+
+    c = GPT2Config()
+    C, I = c.n_embd, c.n_inner
+    attn = C * 3 * C + 3 * C + C * C + C
+    mlp = C * I + I + I * C + C
+    return {"wte (tokens)": c.vocab_size * C, "wpe (positions)": c.n_positions * C,
+            "attention, 12 blocks": c.n_layer * attn, "MLP, 12 blocks": c.n_layer * mlp,
+            "LayerNorms (ln_1, ln_2 x 12, ln_f)": (2 * c.n_layer + 1) * 2 * C}
+
+
+def example_01() -> str:
+    counts = parameter_counts()
+    width = max(map(len, counts))
+    lines = [f"{name.ljust(width)}  {n:>12,}" for name, n in counts.items()]
+    lines += ["-" * (width + 14), f"{'total'.ljust(width)}  {sum(counts.values()):>12,}"]
+    return ("Every number of the checkpoint follows from the config. With GPT-2 small's values "
+            "(the head has none: it is tied to wte):\n\n" + _block(*lines))
+
+
+def example_02() -> str:
+    T, N = 3, 2
+    m = causal_mask(T, N)
+    cols = [f"c{j}" for j in range(N)] + [str(j) for j in range(T)]
+    return (f"`causal_mask({T}, {N})`: 3 new tokens after 2 cached ones (c0, c1). Row i is query i; it sees "
+            "the cached keys and the new keys up to itself:\n\n"
+            + _block(_matrix(m, 0, rows=[f"q{i}" for i in range(T)], cols=cols))
+            + "\n\nAdded to scores s, then softmax: exp(s - inf) = 0, so the -inf keys get no weight at all.")
+
+
+def example_03() -> str:
+    x = np.array([1.0, 2.0, 3.0, 6.0])
+    w, b = np.array([1.0, 2.0, 1.0, 0.5]), np.array([0.0, 0.0, 1.0, 0.0])
+    mean, var = x.mean(), x.var()
+    z = (x - mean) / np.sqrt(var + 1e-5)
+    y = gpt2_np.layer_norm(x, w, b, 1e-5)
+    return ("One token with C = 4 channels (GPT-2 has 768):\n\n" + _block(
+        f"x                       = {_matrix(x)}",
+        f"mean                    = {mean:.2f}",
+        f"var  (divide by C = 4)  = {var:.2f}",
+        f"(x - mean) / sqrt(var + 1e-5) = {_matrix(z)}",
+        f"weight                  = {_matrix(w)}",
+        f"bias                    = {_matrix(b)}",
+        f"y = normalised * weight + bias = {_matrix(y)}",
+    ) + f"\n\nThe normalised row has mean {z.mean():.2f} and variance {z.var():.2f}; weight and bias then "
+        "give each channel back a size and an offset of its own.")
+
+
+def example_04() -> str:
+    t = np.array([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])
+    rows = {"x": t, "GELU, tanh (GPT-2)": gpt2_np.gelu_tanh(t), "GELU, exact (erf)": gpt2_np.gelu_exact(t),
+            "ReLU": np.maximum(t, 0)}
+    width = max(map(len, rows))
+    diff = np.abs(gpt2_np.gelu_tanh(t) - gpt2_np.gelu_exact(t)).max()
+    return ("The non-linearity between c_fc and c_proj, at a few points:\n\n"
+            + _block(*(f"{name.ljust(width)}  {_matrix(v, 4)}" for name, v in rows.items()))
+            + f"\n\nThe two GELUs differ by up to {diff:.1e} here: small, but more than the check allows on "
+            "GPT-2's MLP output, so only the approximation GPT-2 was trained with matches.")
+
+
+def example_05() -> str:
+    table = np.arange(15, dtype=float).reshape(5, 3) / 10
+    ids = np.array([[2, 0], [4, 2]])
+    return ("A table for a vocabulary of 5 tokens, 3 channels (GPT-2: 50257 x 768), and a batch of 2 "
+            "sequences of 2 tokens:\n\n"
+            + _block("weight [5, 3]:", _matrix(table, 1, rows=[f"row {i}" for i in range(5)]), "",
+                     f"input_ids [2, 2] = {ids.tolist()}", "",
+                     "output [2, 2, 3]:", *(f"  sequence {b}: {table[ids[b]].tolist()}" for b in range(2)))
+            + "\n\nEach id picks its row; token 2 gets the same row wherever it stands.")
+
+
+def example_06() -> str:
+    table = np.arange(18, dtype=float).reshape(6, 3) / 10
+    T, past = 3, 2
+    return (f"A table of 6 positions (GPT-2: 1024), {T} new tokens after {past} cached ones:\n\n"
+            + _block(f"positions = {list(range(past, past + T))}   (start {past}, stop {past + T}: the stop "
+                     "is not included)",
+                     f"forward({T}, {past}) = rows {list(range(past, past + T))} = {table[past:past + T].tolist()}")
+            + "\n\nThe [T, C] result is added to the token embeddings [B, T, C]: every sequence of the batch "
+            "gets the same positions.")
+
+
+def attention_example() -> dict[str, np.ndarray]:
+    """4 tokens, 8 channels, 2 heads of 4: q, k, v and what attention makes of them (head 0)."""
+    rng = np.random.default_rng(7)
+    q, k, v = (np.round(rng.normal(size=(4, 8)), 1) for _ in range(3))
+    heads = [attention_np.split_heads(t[None], 2)[0] for t in (q, k, v)]  # [2, 4, 4] each
+    scores = heads[0][0] @ heads[1][0].T / np.sqrt(4)
+    out = attention_np.attend(*(h[None] for h in heads))  # [1, 2, 4, 4]: the output per head
+    masked = np.where(np.triu(np.ones((4, 4), bool), 1), -np.inf, scores)
+    return {"q": q, "k": k, "v": v, "q0": heads[0][0], "k0": heads[1][0], "v0": heads[2][0], "scores": scores,
+            "masked": masked, "weights": attention_np.softmax(masked), "out0": out[0, 0],
+            "merged": attention_np.merge_heads(out)[0]}
+
+
+def example_07() -> str:
+    e = attention_example()
+    tok = [f"t{i}" for i in range(4)]
+    return ("T = 4 tokens, C = 8 channels, H = 2 heads of D = 4. The query (from c_attn's first third):\n\n"
+            + _block(_matrix(e["q"], 1, rows=tok))
+            + "\n\n_split_heads gives head 0 channels 0-3 and head 1 channels 4-7. Head 0's query and key:\n\n"
+            + _block("q, head 0:", _matrix(e["q0"], 1, rows=tok), "k, head 0:", _matrix(e["k0"], 1, rows=tok))
+            + "\n\nScores q k^T / sqrt(4), masked, then softmax over each row (the keys):\n\n"
+            + _block("scores:", _matrix(e["scores"], 2, rows=tok, cols=tok), "", "masked:",
+                     _matrix(e["masked"], 2, rows=tok, cols=tok), "", "weights (each row sums to 1):",
+                     _matrix(e["weights"], 2, rows=tok, cols=tok))
+            + "\n\nHead 0's output is weights @ v (head 0's values); _merge_heads puts the two heads' outputs "
+            "side by side again, [4, 8]:\n\n"
+            + _block("weights @ v, head 0:", _matrix(e["out0"], 2, rows=tok), "merged:", _matrix(e["merged"], 2, rows=tok))
+            + "\n\nToken t0 can only look at itself: its weight row is [1, 0, 0, 0] and its output is its own value.")
+
+
+def example_08() -> str:
+    x = np.array([1.0, 2.0, 3.0, 6.0])
+    normed = gpt2_np.layer_norm(x, np.ones(4), np.zeros(4), 1e-5)
+    update = 0.5 * normed  # a sub-layer that halves its input, for the example
+    return ("One token, 4 channels, a LayerNorm with weight 1 and bias 0, and a sub-layer that halves "
+            "its input:\n\n" + _block(
+                f"stream x          = {_matrix(x)}",
+                f"ln(x)             = {_matrix(normed)}",
+                f"sublayer(ln(x))   = {_matrix(update)}",
+                f"x + sublayer(...) = {_matrix(x + update)}")
+            + "\n\nThe stream keeps its size (6 stays about 6); only the update was computed from the "
+            "normalised copy. A post-norm block would return ln(x + sublayer(x)) instead, and every block "
+            "would shrink the stream back to variance 1.")
+
+
+def example_09() -> str:
+    x = np.array([1.0, 2.0, 3.0, 6.0])
+    ln = lambda t: gpt2_np.layer_norm(t, np.ones(4), np.zeros(4), 1e-5)  # noqa: E731
+    after = x + 0.5 * ln(x)
+    out = after - 0.25 * ln(after)
+    return ("The block is two residual steps in a row. With the example of step 08 (an \"attention\" that "
+            "halves, an \"MLP\" that multiplies by -0.25):\n\n" + _block(
+                f"x                           = {_matrix(x)}",
+                f"after attention half: x + attn(ln_1(x)) = {_matrix(after)}",
+                f"after MLP half: h + mlp(ln_2(h))        = {_matrix(out)}")
+            + "\n\nThe MLP half reads h, the stream after the attention half, not x.")
+
+
+def example_10() -> str:
+    counts = parameter_counts()
+    T, C = 4, 768
+    return (f"Token ids [1, {T}] through the body (GPT-2 small):\n\n" + _block(
+        f"input_ids            [1, {T}]",
+        f"wte(input_ids)       [1, {T}, {C}]",
+        f"wpe({T})               [{T}, {C}]       broadcast over the batch",
+        f"sum                  [1, {T}, {C}]",
+        f"h.0 ... h.11         [1, {T}, {C}]       each block keeps the shape",
+        f"ln_f                 [1, {T}, {C}]")
+        + f"\n\n{counts['attention, 12 blocks'] + counts['MLP, 12 blocks']:,} of the model's parameters are "
+        "in the 12 blocks; the loop runs the same code 12 times with 12 sets of weights.")
+
+
+def example_11() -> str:
+    wte = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0], [-1.0, 0.0, 0.5]])
+    h = np.array([0.5, -1.0, 2.0])
+    conv = np.arange(6, dtype=float).reshape(3, 2)
+    return ("A vocabulary of 4 tokens, 3 channels: the head scores a final hidden state against every row "
+            "of wte.\n\n" + _block(
+                "wte.weight [4, 3]:", _matrix(wte, 1, rows=[f"token {i}" for i in range(4)]),
+                f"hidden state [3]   = {_matrix(h, 1)}",
+                f"logits = h @ wte.T = {_matrix(h @ wte.T, 2)}   (token 0 scores highest)")
+            + "\n\nConv1D stores a 3 -> 2 layer as [in, out] = [3, 2]; Linear(3, 2) holds [out, in] = [2, 3], "
+            "the transpose:\n\n" + _block("Conv1D weight [3, 2]:", _matrix(conv, 0), "Linear weight [2, 3]:",
+                                          _matrix(conv.T, 0)))
+
+
+def example_12() -> str:
+    z = np.array([2.0, 1.0, 0.5, -1.0])
+    rows = {"softmax(z)": attention_np.softmax(z), "softmax(z / 0.5)": attention_np.softmax(z / 0.5),
+            "softmax(z / 2)": attention_np.softmax(z / 2),
+            "top_k=2, T=1": attention_np.softmax(np.where(z < np.sort(z)[-2], -np.inf, z))}
+    width = max(map(len, rows))
+    return ("Logits for a 4-token vocabulary, z = [2.0, 1.0, 0.5, -1.0]. Greedy picks token 0. Sampling "
+            "draws from:\n\n" + _block(*(f"{name.ljust(width)}  {_matrix(p, 3)}" for name, p in rows.items()))
+            + "\n\nA low temperature sharpens the distribution toward greedy, a high one flattens it; top_k=2 "
+            "keeps exactly the two best and renormalises them.")
+
+
+def example(step: str) -> str:
+    return globals()[f"example_{step}"]()
