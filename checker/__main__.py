@@ -104,12 +104,21 @@ def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
         return 1
     try:
         cls = import_step(path, "_explore_checked").GPT2MultiHeadAttention
-        ok, lines = call(explore, cls, checkpoint, activations(checkpoint), checkpoint.layer, timeout=timeout)
+        ok, lines, data = call(explore, cls, checkpoint, activations(checkpoint), checkpoint.layer, timeout=timeout)
     except LearnerError as e:
         print(f"\n--explore could not run your module: {e}")
         return 1
     print(f"\nWhat multi-head attention is, shown on your module (GPT-2 h[{checkpoint.layer}] weights):")
     print("\n".join(lines))
+    import json
+
+    from checker.paths import REPO
+    from explore.attention import settings
+
+    out = REPO / "out" / "explore-07.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**data, **settings(checkpoint, file=str(path), layer=checkpoint.layer)}, indent=1))
+    print(f"Wrote {out.relative_to(REPO)}")
     return 0 if ok else 1
 
 

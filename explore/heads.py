@@ -38,12 +38,15 @@ def figure(weights: np.ndarray, tokens: list[str], ent: np.ndarray, title: str):
         if h >= H:
             ax.axis("off")
             continue
-        ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=1.0)
+        image = ax.imshow(weights[h], cmap="viridis", vmin=0.0, vmax=1.0)
         ax.set_title(f"head {h}  H={ent[h]:.2f}", fontsize=9)
         ax.set_xticks(range(T), tokens, rotation=90, fontsize=6)
         ax.set_yticks(range(T), tokens, fontsize=6)
+        ax.set_xlabel("key token", fontsize=7)
+        ax.set_ylabel("query token", fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     return fig
 
 

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from checker.paths import REPO
 from checker.reference import activations
 from explore import ablate, heads
 from explore.attention import entropy, step07_class
@@ -39,7 +40,9 @@ def test_heads_figure_has_one_panel_per_head():
     w = np.tril(np.ones((6, 4, 4)))
     w /= w.sum(-1, keepdims=True)
     fig = heads.figure(w, ["a", "b", "c", "d"], entropy(w), "title")
-    assert sum(ax.get_visible() and ax.axison for ax in fig.axes) == 6
+    assert sum(ax.get_visible() and ax.axison for ax in fig.axes[:-1]) == 6  # the last axes is the colour bar
+    assert fig.axes[0].get_xlabel() == "key token" and fig.axes[0].get_ylabel() == "query token"
+    assert fig.axes[-1].get_ylabel() == "attention weight"
     assert [ax.get_title() for ax in fig.axes[:2]] == [f"head 0  H={entropy(w)[0]:.2f}", f"head 1  H={entropy(w)[1]:.2f}"]
 
 
@@ -49,8 +52,9 @@ def test_heads_on_an_unfinished_step_says_so(checkpoint, capsys):
 
 
 def test_equivalences_hold_for_the_solution(checkpoint):
-    ok, lines = explore(step07_class(True), checkpoint, activations(checkpoint), checkpoint.layer)
+    ok, lines, data = explore(step07_class(True), checkpoint, activations(checkpoint), checkpoint.layer)
     assert ok, lines
+    assert data["all_hold"] and data["parameters_by_head_count"]["12"] == data["formula"] == 2_362_368
     assert "2,362,368 = 4*768^2 + 4*768 = 2,362,368: yes" in lines[0]
     assert "the same for all 18 head counts that divide 768" in lines[1] and len(head_counts(768)) == 18
 
@@ -59,7 +63,8 @@ def test_equivalences_catch_a_wrong_module(checkpoint, write_step):
     from checker.learner import import_step
 
     path = write_step(mutate(solution_source("07"), *INJECTIONS["07"]["scale-sqrt-n-embd"]))
-    ok, lines = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint), checkpoint.layer)
+    ok, lines, _ = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint),
+                           checkpoint.layer)
     assert not ok and "vs your module" in lines[-1]
 
 
@@ -67,6 +72,9 @@ def test_explore_flag(checkpoint):
     run = run_python("-m", "checker", "07", "--check-solution", "--explore")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "explicit loops over sequences, heads, queries and keys" in run.stdout
+    assert "Wrote out/explore-07.json" in run.stdout
+    data = json.loads((REPO / "out" / "explore-07.json").read_text())
+    assert data["all_hold"] and data["single_head_max_diff"] < 1e-5 and "SYNTHETIC" in data["checkpoint"]
 
 
 @pytest.fixture(scope="module")
