@@ -1,14 +1,17 @@
 """`pixi run bench --checks`: how long each step's check takes, cold and warm.
 
-Runs every step's check on its solution as a learner meets them, in order,
-each a fresh process, in a fresh clone of this repository (its committed
-state) with an empty MAX cache (a temporary MODULAR_DERIVED_PATH) and no
-checkpoint or references yet:
+Runs every step's check as a learner meets them, in order, each a fresh
+process, in a fresh clone of this repository (its committed state) whose
+steps/ hold finished steps (the solutions, importing each other), with an
+empty MAX cache (a temporary MODULAR_DERIVED_PATH) and no checkpoint or
+references yet:
 
   cold    the step's first check on this machine (step 01's also generates
           the synthetic checkpoint and the reference outputs)
   warm    the same command again
-  edited  (step 07) after an edit to the step file: a new graph, the same ops
+  edited  after the step's own file is saved again with a change (a comment
+          added): the step is checked anew, the earlier steps it uses come
+          from the verdict cache (checker.verdicts)
 
 and prints a Markdown table.
 """
@@ -22,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from checker.paths import REPO
+from checker.paths import REPO, finished_step
 from checker.registry import CHECKS
 
 
@@ -38,16 +41,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
+        for step in CHECKS:
+            (clone / "steps" / f"step_{step}.py").write_text(finished_step(step))
         env = dict(os.environ) | {"MODULAR_DERIVED_PATH": str(Path(tmp) / "modular"), "GPT2_WEIGHTS": "synthetic"}
-        edited = Path(tmp) / "step_07.py"
-        edited.write_text((clone / "solutions" / "solution_07.py").read_text().replace(
-            "attn_weights = attn_weights / math.sqrt(int(value.shape[-1]))",
-            "attn_weights = attn_weights * (1.0 / math.sqrt(int(value.shape[-1])))",
-        ))
         for step in sorted(CHECKS):
-            first = _timed([step, "--check-solution"], env, clone)
-            warm = _timed([step, "--check-solution"], env, clone)
-            after_edit = _timed([step, "--file", str(edited)], env, clone) if step == "07" else None
+            first = _timed([step], env, clone)
+            warm = _timed([step], env, clone)
+            path = clone / "steps" / f"step_{step}.py"
+            path.write_text(path.read_text() + "\n# saved again\n")
+            after_edit = _timed([step], env, clone)
             rows.append((step, first, warm, after_edit))
     print(f"| step ({os.cpu_count()} CPUs) | cold: first check (s) | warm (s) | warm, after an edit (s) |")
     print("| --- | --- | --- | --- |")

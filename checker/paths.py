@@ -15,6 +15,12 @@ def step_file(step: str, *, solution: bool = False) -> Path:
     return SOLUTIONS / f"solution_{step}.py" if solution else STEPS / f"step_{step}.py"
 
 
+def finished_step(step: str) -> str:
+    """Step `step` as a learner who finished it would have it: the solution, importing the learner's own
+    earlier steps (steps.step_NN) instead of the solutions."""
+    return step_file(step, solution=True).read_text().replace("solutions.solution_", "steps.step_")
+
+
 def shown(path: Path) -> str:
     """A path as a learner would type it: relative to the repo when inside it."""
     try:

@@ -18,7 +18,7 @@ import pytest
 os.environ["GPT2_WEIGHTS"] = "synthetic"
 
 from checker import warmup  # noqa: E402
-from checker.paths import REPO  # noqa: E402
+from checker.paths import REPO, finished_step  # noqa: E402
 from checker.weights import find_checkpoint  # noqa: E402
 
 
@@ -83,11 +83,6 @@ def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
     return source.replace(old, new)
 
 
-def learner_source(step: str) -> str:
-    """The solution of `step` as a learner's file: it imports the learner's own earlier steps."""
-    return solution_source(step).replace("solutions.solution_", "steps.step_")
-
-
 @pytest.fixture
 def learner_repo(tmp_path):
     """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
@@ -100,7 +95,7 @@ def learner_repo(tmp_path):
     (repo / "steps").mkdir()
     (repo / "steps" / "__init__.py").write_text("")
     for step in range(1, 13):
-        (repo / "steps" / f"step_{step:02d}.py").write_text(learner_source(f"{step:02d}"))
+        (repo / "steps" / f"step_{step:02d}.py").write_text(finished_step(f"{step:02d}"))
     for name in ("weights", ".cache"):
         (REPO / name).mkdir(exist_ok=True)
         (repo / name).symlink_to(REPO / name)

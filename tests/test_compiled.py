@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from tests.conftest import learner_source, mutate, run_python
+from checker.paths import finished_step
+from tests.conftest import mutate, run_python
 
 # step -> (text of its finished file, what replaces it, what the fault is)
 FAULTS = {
@@ -48,7 +49,7 @@ IMPORTS = {"07": ("import math\n", "import math\n\nfrom max.dtype import DType\n
 
 def _with_fault(repo, step: str) -> None:
     old, new, _ = FAULTS[step]
-    source = mutate(learner_source(step), old, new)
+    source = mutate(finished_step(step), old, new)
     if step in IMPORTS:
         source = mutate(source, *IMPORTS[step])
     (repo / "steps" / f"step_{step}.py").write_text(source)
