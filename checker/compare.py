@@ -139,15 +139,17 @@ def compare(
     want: np.ndarray,
     *,
     axes: tuple[str, ...],
-    mistakes: list[tuple[Mistake, np.ndarray]],
+    mistakes,
     tol: Tolerance = ONE_LAYER,
 ) -> Verdict:
     """Compares `got` with `want` and diagnoses a failure.
 
-    `mistakes` pairs each known mistake with its output on the same inputs.
+    `mistakes` pairs each known mistake with its output on the same inputs (any iterable: a
+    generator's outputs are computed only until one matches).
     """
     got = np.asarray(got)
     if got.shape != want.shape:
+        mistakes = list(mistakes)
         for m, out in mistakes:
             if _close(got, out, tol):
                 return Verdict(False, f"shape {list(got.shape)}, expected {list(want.shape)}", [], m)

@@ -21,12 +21,15 @@ OWN = lambda name: name not in ("earlier steps", "compiled")  # noqa: E731  (the
 
 
 def status(entry: dict) -> tuple[str, str]:
-    """('pass' | 'fail' | 'not started', the first part that does not pass)."""
+    """('pass' | 'fail' | 'not started', the first part that does not pass).
+
+    A step whose earlier steps fail is "fail" (at "earlier steps") however far its own file is.
+    """
     parts = entry["parts"]
     if entry["ok"]:
         return "pass", ""
     first = next((name for name, st in parts if st != PASS), "")
-    if all(st == TODO for name, st in parts if OWN(name)):
+    if first != "earlier steps" and all(st == TODO for name, st in parts if OWN(name)):
         return "not started", first
     return "fail", first
 

@@ -59,15 +59,16 @@ def to_numpy(value, what: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def mistake_outputs(mistakes, *inputs) -> list[tuple[Mistake, np.ndarray]]:
-    """Each mistake with its output on `inputs`; one whose shapes cannot compose is left out."""
-    outs = []
+def mistake_outputs(mistakes, *inputs):
+    """Each mistake with its output on `inputs`, computed only when asked for (comparing stops at the
+    first that matches: a model's mistakes each cost a whole forward pass); one whose shapes cannot
+    compose is left out."""
     for m in mistakes:
         try:
-            outs.append((m, m.compute(*inputs)))
+            out = m.compute(*inputs)
         except ValueError:  # e.g. a split mistake that changes the shape, inside forward
-            pass
-    return outs
+            continue
+        yield m, out
 
 
 class StepRun:
@@ -188,10 +189,14 @@ class StepRun:
         """Records parts `names` as TODO if `fn(*args)` is not written yet; otherwise records nothing.
 
         For a part that cannot be checked (its module did not load) but whose
-        TODO status is still worth telling.
+        TODO status is still worth telling. It runs lazily: nothing is computed
+        (a whole GPT-2's random initialisation would take seconds), only traced.
         """
+        from max.experimental import functional as F
+
         try:
-            self.call(fn, *args)
+            with F.lazy():
+                self.call(fn, *args)
         except LearnerError as e:
             if e.todo:
                 for name in names:

@@ -6,6 +6,7 @@ default stand-in, `checkpoints[standin]` either of the two, for the tests that
 must hold on both (solutions, variants, styles, every catalogued mistake).
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -27,14 +28,21 @@ STANDINS = ("synthetic", "scale")
 
 @pytest.fixture(scope="session")
 def checkpoints():
-    """{"synthetic": ..., "scale": ...}: both stand-ins, their references computed."""
+    """{"synthetic": ..., "scale": ...}: both stand-ins, their references computed.
+
+    Under pytest-xdist each worker asks; a lock lets the first make everything while the others wait.
+    """
+    from checker.paths import CACHE
     from checker.registry import prepare
 
-    workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
-    found = {standin: find_checkpoint(standin) for standin in STANDINS}
-    for ckpt in found.values():
-        prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
-    warmup.finish("11", workers)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
+        found = {standin: find_checkpoint(standin) for standin in STANDINS}
+        for ckpt in found.values():
+            prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
+        warmup.finish("11", workers)
     warmup.announce_compiles()
     return found
 
@@ -111,16 +119,31 @@ MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
 MARGIN_LIMIT = 0.1
 
 
-def assert_passes_with_margin(report, step: str, standin: str) -> None:
+def assert_passes_with_margin(report, step: str, standin: str, record_property) -> None:
     """Every part passes, each with max |diff| at most a tenth of what its tolerance allows; the
-    margins go into the table printed at the end."""
+    margins go into the table printed at the end (through `record_property`, so that they reach the
+    summary from pytest-xdist's workers too)."""
     __tracebackhide__ = True
     assert report.ok, report.render()
-    for p in report.parts:
-        if p.margin is not None:
-            MARGINS[(step, p.name)][standin] = max(MARGINS[(step, p.name)].get(standin, 0.0), p.margin)
+    record_property("margins", [[step, p.name, standin, p.margin] for p in report.parts if p.margin is not None])
     over = [f"{p.name}: {p.margin:.2f}" for p in report.parts if p.margin is not None and p.margin > MARGIN_LIMIT]
     assert not over, f"margin above {MARGIN_LIMIT} ({', '.join(over)}):\n{report.render()}"
+
+
+def pytest_runtest_logreport(report):
+    """Collects what tests recorded for the closing tables: mistakes caught and named, margins, giveaway."""
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == "mutation":
+            step, mistake, standin, caught, named = value
+            MUTATION_RESULTS[step][(mistake, standin)] = (caught, named)
+        elif name == "margins":
+            for step, part, standin, margin in value:
+                MARGINS[(step, part)][standin] = max(MARGINS[(step, part)].get(standin, 0.0), margin)
+        elif name == "giveaway":
+            step, given, total = value
+            GIVEAWAY[step] = (given, total)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -42,9 +42,9 @@ CONSTRUCTION = {
 
 @pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("step", CHECKS)
-def test_solution_passes(checkpoints, step, standin):
+def test_solution_passes(checkpoints, record_property, step, standin):
     report = CHECKS[step].check(REPO / "solutions" / f"solution_{step}.py", checkpoints[standin])
-    assert_passes_with_margin(report, step, standin)
+    assert_passes_with_margin(report, step, standin, record_property)
 
 
 @pytest.mark.parametrize("step", CHECKS)

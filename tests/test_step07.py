@@ -15,10 +15,10 @@ PARTS = ["construction", "_split_heads", "_merge_heads", "_attn", "forward", "co
 
 
 @pytest.mark.parametrize("standin", STANDINS)
-def test_solution_passes_every_part(checkpoints, standin):
+def test_solution_passes_every_part(checkpoints, record_property, standin):
     report = step07.check(REPO / "solutions" / "solution_07.py", checkpoints[standin])
     assert [p.name for p in report.parts] == PARTS
-    assert_passes_with_margin(report, "07", standin)
+    assert_passes_with_margin(report, "07", standin, record_property)
 
 
 def test_untouched_skeleton_reports_not_implemented_per_part(checkpoint):

@@ -11,9 +11,9 @@ from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution
 
 @pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("module, step", [(step01, "01"), (step02, "02")])
-def test_solution_passes(checkpoints, module, step, standin):
+def test_solution_passes(checkpoints, record_property, module, step, standin):
     report = module.check(REPO / "solutions" / f"solution_{step}.py", checkpoints[standin])
-    assert_passes_with_margin(report, step, standin)
+    assert_passes_with_margin(report, step, standin, record_property)
 
 
 @pytest.mark.parametrize("module, step", [(step01, "01"), (step02, "02")])

@@ -17,18 +17,18 @@ EDITS = [(step, name) for step, styles in STYLES.items() for name in styles]
 
 @pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("variant", FILES)
-def test_variant_file_passes(checkpoints, variant, standin):
+def test_variant_file_passes(checkpoints, record_property, variant, standin):
     report = check_module(variant[4:6]).check(VARIANTS / variant, checkpoints[standin])
-    assert_passes_with_margin(report, variant[4:6], standin)
+    assert_passes_with_margin(report, variant[4:6], standin, record_property)
 
 
 @pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("step, name", EDITS, ids=[f"{s}-{n}" for s, n in EDITS])
-def test_style_edit_passes(checkpoints, write_step, step, name, standin):
+def test_style_edit_passes(checkpoints, record_property, write_step, step, name, standin):
     old, new = STYLES[step][name]
     report = check_module(step).check(write_step(mutate(solution_source(step), old, new), f"step_{step}.py"),
                                       checkpoints[standin])
-    assert_passes_with_margin(report, step, standin)
+    assert_passes_with_margin(report, step, standin, record_property)
 
 
 @pytest.mark.parametrize("step", CHECKS)

@@ -5,27 +5,28 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from checker import verdicts
 from checker.paths import REPO
-from checker.registry import check_module
 from tests.conftest import _MOJO_ENV, run_python
 
 SKELETON = {step: (REPO / "steps" / f"step_{step}.py").read_text() for step in ("03", "04")}
 
 
-def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learner_repo, monkeypatch):
-    monkeypatch.setattr(verdicts, "STORE", learner_repo / "verdicts.json")
+def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learner_repo):
     nine, eight = learner_repo / "steps" / "step_09.py", learner_repo / "steps" / "step_08.py"
-    report = check_module("09").check(nine, checkpoint)
-    verdicts.store("09", nine, checkpoint, report)
-    assert report.ok and verdicts.lookup("09", nine, checkpoint)["ok"]
-    assert {p.name for p in report.files} >= {"step_03.py", "step_04.py", "step_07.py", "step_08.py"}
+    done = run_python("-m", "checker", "09", cwd=learner_repo, timeout=1200)  # stores its verdict
+    assert done.returncode == 0, done.stdout + done.stderr
+    entry = verdicts.lookup("09", nine, checkpoint)
+    assert entry and entry["ok"]
+    assert {Path(f).name for f in entry["files"]} >= {"step_03.py", "step_04.py", "step_07.py", "step_08.py"}
     eight.write_text(eight.read_text() + "\n# an edit\n")  # a step that 09 uses
     assert verdicts.lookup("09", nine, checkpoint) is None
-    verdicts.store("09", nine, checkpoint, report)
+    eight.write_text(eight.read_text().removesuffix("\n# an edit\n"))  # undone: the verdict holds again
+    assert verdicts.lookup("09", nine, checkpoint)["ok"]
     nine.write_text(nine.read_text() + "\n")  # the step itself
     assert verdicts.lookup("09", nine, checkpoint) is None
 
@@ -61,6 +62,8 @@ def _git(repo, *args):
 
 
 def test_reset_saves_your_file_and_puts_the_skeleton_back(learner_repo):
+    (learner_repo / ".cache").unlink()  # a clone of its own: backups go into its .cache
+    (learner_repo / ".cache").mkdir()
     mine = (learner_repo / "steps" / "step_03.py").read_text()
     (learner_repo / "steps" / "step_03.py").write_text(SKELETON["03"])
     _git(learner_repo, "init", "-q")
