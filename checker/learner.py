@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from checker import compat
 from checker.paths import REPO, shown
 
 _OURS = (REPO / "checker", REPO / ".venv")
@@ -36,7 +37,8 @@ class LearnerError(Exception):
         self.where = where  # "steps/step_07.py:42" when known
 
 
-def _is_learner_frame(filename: str) -> bool:
+def is_learner_file(filename: str) -> bool:
+    """A file the learner wrote (a step file, wherever it lives), not ours, MAX's or Python's."""
     path = Path(filename)
     if not path.is_absolute() or not path.exists():
         return False
@@ -49,7 +51,7 @@ def _is_learner_frame(filename: str) -> bool:
 
 def _learner_line(tb) -> tuple[str, str] | None:
     """The deepest frame in learner code: ('steps/step_07.py:42', source line)."""
-    frames = [f for f in traceback.extract_tb(tb) if _is_learner_frame(f.filename)]
+    frames = [f for f in traceback.extract_tb(tb) if is_learner_file(f.filename)]
     if not frames:
         return None
     f = frames[-1]
@@ -124,6 +126,7 @@ def import_step(path: Path, name: str, *, timeout: float = 0) -> ModuleType:
     """Imports a step file from its path, reporting syntax and import errors briefly."""
     if not path.exists():
         raise LearnerError(f"{shown(path)} does not exist")
+    compat.install()
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # so `from steps.step_01 import ...` resolves
     spec = importlib.util.spec_from_file_location(name, path)

@@ -54,7 +54,7 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
     z = gpt2_np.layer_norm(x, ones, zeros, eps)  # the normalised rows alone
 
     def out(w, b):
-        return _loaded(run, module, {"weight": w, "bias": b}, lambda: _out(run, module.forward, x))
+        return _loaded(run, module, {"weight": w, "bias": b}, lambda: _out(run, module, x))
 
     plain = out(ones, zeros)
     lines = []
@@ -93,7 +93,7 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
 
     def read(at: np.ndarray) -> np.ndarray:  # forward with c_fc giving `at` and c_proj passing it through
         probe = {"c_fc.weight": np.zeros((I, C)), "c_fc.bias": at, "c_proj.weight": through, "c_proj.bias": np.zeros(C)}
-        return _loaded(run, module, probe, lambda: _out(run, module.forward, x))
+        return _loaded(run, module, probe, lambda: _out(run, module, x))
 
     around = read(np.zeros(I))  # GELU(0) = 0: anything but 0 comes from around the three pieces
     if np.abs(around).max() > 1e-6:
@@ -217,8 +217,8 @@ def block(run, module, x: np.ndarray, b) -> list[str]:
     def silenced(prefix: str, inner: int):
         return {f"{prefix}.c_proj.weight": np.zeros((C, inner)), f"{prefix}.c_proj.bias": np.zeros(C)}
 
-    attn_half = _loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: _out(run, module.forward, x))
-    mlp_half = _loaded(run, module, silenced("attn", C), lambda: _out(run, module.forward, x))
+    attn_half = _loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: _out(run, module, x))
+    mlp_half = _loaded(run, module, silenced("attn", C), lambda: _out(run, module, x))
     a_ok, m_ok = _ok(attn_half, x + b.attn(b.ln_1(x))), _ok(mlp_half, x + b.mlp(b.ln_2(x)))
     lines = [f"the attention half alone (the MLP silenced): {_right(a_ok, 'is not x + attn(ln_1(x))')}",
              f"the MLP half alone (the attention silenced): {_right(m_ok, 'is not x + mlp(ln_2(x))')}"]
@@ -244,7 +244,7 @@ def model(run, module, ids: np.ndarray, refs: dict) -> list[str]:
 
         object.__setattr__(blk, "forward", recording)
     try:
-        run.call(module.forward, int_tensor(ids))
+        run.call(module, int_tensor(ids))
     finally:
         for blk in blocks:
             object.__delattr__(blk, "forward")
@@ -273,7 +273,7 @@ def head(run, module, ids: np.ndarray, refs: dict) -> list[str]:
     body = getattr(module, "transformer", None)
     if body is None:
         return []
-    hidden = to_numpy(run.call(body.forward, int_tensor(ids)), "transformer")
+    hidden = to_numpy(run.call(body, int_tensor(ids)), "transformer")
     if _ok(hidden, refs["last_hidden"], WHOLE_MODEL):
         return ["where: the body (self.transformer) gives the right last hidden state; the head after it "
                 "(hidden_states @ wte.weight.T) is not"]

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import numpy as np
 
-from checker import learner
+from checker import compat, learner
 from checker.compare import ONE_LAYER, Mistake, Tolerance, compare
 from checker.learner import LearnerError
 from checker.paths import shown
@@ -82,6 +82,7 @@ class StepRun:
             header=[f"Weights: {checkpoint.describe()}", f"Input:   {inputs}"],
         )
         self.step = step
+        self.book = False  # the file follows the online book's contract for this step
 
     def import_step(self) -> ModuleType | None:
         """The learner's module, or None after recording why it did not import."""
@@ -94,14 +95,33 @@ class StepRun:
             self.add(Part.from_error(self.names[0], e))
             return None
         self.report.files = list(used_steps(module).values())
+        for path in [self.path, *self.report.files]:
+            lines = compat.advice(path)
+            if lines:
+                self.report.header.append(f"Imports: {path.name} was written for an earlier MAX or the online book's "
+                                          f"layout; the check resolved them. To run it outside the check: "
+                                          f"{'; '.join(lines)}")
         return module
 
-    def need(self, module: ModuleType, name: str):
-        """`module.name`, or None after recording that it is missing."""
+    def need(self, module: ModuleType, name: str, book: tuple[str, str] | None = None):
+        """`module.name`, or None after recording that it is missing.
+
+        `book` = (name, description): what the online book's contract calls it; a file that defines
+        that instead is checked through the step's adapter, and the header says so.
+        """
         found = getattr(module, name, None)
-        if found is None:
-            self.add(Part(self.names[0], FAIL, f"{self.path.name} defines no {name}"))
+        if found is None and book is not None and (found := getattr(module, book[0], None)) is not None:
+            self.contract(book[1])
+        elif found is None:
+            also = f" (nor {book[0]}, the online book's name)" if book else ""
+            self.add(Part(self.names[0], FAIL, f"{self.path.name} defines no {name}{also}"))
         return found
+
+    def contract(self, description: str) -> None:
+        """Records that the file follows the online book's contract for this step (see each step's adapter)."""
+        self.book = True
+        self.report.header.append(f"Contract: the online book's step {self.step}: {description}; "
+                                  "checked on the same numbers")
 
     def call(self, fn, *args, **kwargs):
         return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)

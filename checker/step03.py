@@ -7,6 +7,7 @@ scaled by 1e-3, where the variance is small enough for epsilon to matter.
 
 from __future__ import annotations
 
+import inspect
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +43,15 @@ MISTAKES = [
 CATALOGUE = MISTAKES
 
 
+def _book_signature(cls) -> bool:
+    """The online book's contract (Jan 2026) is LayerNorm(dim, *, eps): eps only by name."""
+    try:
+        eps = inspect.signature(cls).parameters.get("eps")
+    except (TypeError, ValueError):
+        return False
+    return eps is not None and eps.kind is eps.KEYWORD_ONLY
+
+
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -55,13 +65,15 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    module = run.construct(lambda: cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{checkpoint.layer}].ln_1 loaded",
-                           try_forward=lambda m: m.forward(tensor(refs["block_in"])))
+    if book := _book_signature(cls):
+        run.contract("LayerNorm(dim, *, eps), eps given by name")
+    module = run.construct(lambda: cls(C, eps=eps) if book else cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{checkpoint.layer}].ln_1 loaded",
+                           try_forward=lambda m: m(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
     for name, x, want in (("forward", refs["block_in"], refs["ln_1"]),
                           ("forward, tiny inputs", refs["block_in"] * TINY, refs["ln_1_tiny"])):
-        run.run_part(name, module.forward, (x,), want, AXES, MISTAKES, args,
+        run.run_part(name, module, (x,), want, AXES, MISTAKES, args,
                      localise=lambda got, x=x: localise.layer_norm(run, module, x.astype(np.float64), *args))
     return run.finish()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from functools import partial
 from pathlib import Path
 
@@ -36,6 +37,16 @@ MISTAKES = [
 CATALOGUE = MISTAKES
 
 
+def _book_signature(cls) -> bool:
+    """The online book's contract (Jan 2026) is GPT2MLP(intermediate_size, config): two arguments."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(required) == 2
+
+
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
     refs = activations(checkpoint)
     _, inputs = token_ids(checkpoint)
@@ -49,14 +60,16 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
+    if book := _book_signature(cls):
+        run.contract("GPT2MLP(intermediate_size, config)")
     module = run.construct(
-        lambda: cls(config), state,
+        lambda: cls(I, config) if book else cls(config), state,
         f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{checkpoint.layer}].mlp loaded",
-        try_forward=lambda m: m.forward(tensor(refs["ln_2"])))
+        try_forward=lambda m: m(tensor(refs["ln_2"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     # Mistakes are computed from Hugging Face's Conv1D layout, [in, out].
     p = {n.replace(".", "_"): (v.T if n.endswith("weight") else v).astype("float64") for n, v in state.items()}
-    run.run_part("forward", module.forward, (refs["ln_2"],), refs["mlp"], AXES, MISTAKES, (p,),
+    run.run_part("forward", module, (refs["ln_2"],), refs["mlp"], AXES, MISTAKES, (p,),
                  localise=lambda got: localise.mlp(run, module, refs["ln_2"].astype("float64"), p))
     return run.finish()

@@ -26,11 +26,13 @@ TOKEN_MISTAKES = [
             "keep the batch axis: every sequence gets its own rows", lambda table, ids: table[ids[0]]),
 ]
 CATALOGUE = TOKEN_MISTAKES
+# The online book's step 05 (Jan 2026): the table is an Embedding held as `wte`, called with the ids.
+BOOK = ("GPT2Embeddings", "GPT2Embeddings(config), an Embedding in self.wte, called with the ids")
 
 
 def load_table(run: StepRun, cls, config, name: str, state, try_forward) -> object | None:
     """The learner's embedding module with GPT-2's table loaded, or None after finishing the report."""
-    rows, cols = state["weight"].shape
+    rows, cols = next(iter(state.values())).shape
     module = run.construct(lambda: cls(config), state, f"weight [{rows}, {cols}]; GPT-2's transformer.{name} loaded",
                            try_forward=try_forward)
     if module is None:
@@ -45,15 +47,17 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     state = hf_state(checkpoint, "transformer.wte.", ["weight"])
     run = StepRun("05", "GPT2TokenEmbedding", path, checkpoint, f"{inputs}; float32, {ONE_LAYER}",
                   ["construction", "forward"], timeout=timeout)
-    cls = (step := run.import_step()) and run.need(step, "GPT2TokenEmbedding")
+    cls = (step := run.import_step()) and run.need(step, "GPT2TokenEmbedding", BOOK)
     if cls is None:
         return run.finish("needs GPT2TokenEmbedding")
     ids = refs["ids"]
-    module = load_table(run, cls, config, "wte", state, lambda m: m.forward(int_tensor(ids)))
+    table = state["weight"].astype(np.float64)
+    if run.book:  # adapter: the same table, one level down
+        state = {f"wte.{k}": v for k, v in state.items()}
+    module = load_table(run, cls, config, "wte", state, lambda m: m(int_tensor(ids)))
     if module is None:
         return run.report
-    table = state["weight"].astype(np.float64)
-    run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["wte"], ("sequences", "positions", ""),
+    run.run_part("forward", lambda: module(int_tensor(ids)), (), refs["wte"], ("sequences", "positions", ""),
                  TOKEN_MISTAKES, (table, ids), localise=lambda got: rows(got, table, ids, "wte"))
     return run.finish()
 

@@ -11,7 +11,7 @@ from checker.loading import hf_state
 from checker.localise import rows
 from checker.reference import OFFSET, activations
 from checker.report import Report
-from checker.runner import StepRun
+from checker.runner import StepRun, int_tensor
 from checker.step05 import load_table
 from checker.weights import Checkpoint
 
@@ -35,6 +35,10 @@ MISTAKES = [
             lambda table, T, past: table[past:past + T] * np.sqrt(table.shape[1])),
 ]
 CATALOGUE = MISTAKES
+# The online book's step 06 (Jan 2026): an Embedding held as `wpe`, called with the position ids
+# (the caller makes them, past_length included).
+BOOK = ("GPT2PositionEmbeddings", "GPT2PositionEmbeddings(config), an Embedding in self.wpe, called with "
+        "the position ids")
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -46,15 +50,23 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("06", "GPT2PositionEmbedding", path, checkpoint,
                   f"forward(seq_len={T}, past_length=0 and {OFFSET}); float32, {ONE_LAYER}",
                   ["construction", *parts], timeout=timeout)
-    cls = (step := run.import_step()) and run.need(step, "GPT2PositionEmbedding")
+    cls = (step := run.import_step()) and run.need(step, "GPT2PositionEmbedding", BOOK)
     if cls is None:
         return run.finish("needs GPT2PositionEmbedding")
-    module = load_table(run, cls, config, "wpe", state, lambda m: m.forward(T, 0))
+    table = state["weight"].astype(np.float64)
+    if run.book:  # adapter: the table one level down, called with the positions themselves
+        state = {f"wpe.{k}": v for k, v in state.items()}
+
+        def forward(m, T, past):
+            return m(int_tensor(np.arange(past, past + T)))
+    else:
+        def forward(m, T, past):
+            return m(T, past)
+    module = load_table(run, cls, config, "wpe", state, lambda m: forward(m, T, 0))
     if module is None:
         return run.report
-    table = state["weight"].astype(np.float64)
     for name, (past, want) in parts.items():
-        run.run_part(name, lambda past=past: module.forward(T, past), (), want, ("positions", ""),
+        run.run_part(name, lambda past=past: forward(module, T, past), (), want, ("positions", ""),
                      MISTAKES, (table, T, past), what="forward",
                      localise=lambda got, past=past: rows(got, table, np.arange(past, past + T), "wpe"))
     return run.finish()

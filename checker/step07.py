@@ -265,7 +265,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                                                          refs["k"].astype(np.float64)))
 
     if run.report.parts[0].status != PASS:
-        run.todo_only(["forward"], module.forward, tensor(refs["ln_1"]))
+        run.todo_only(["forward"], module, tensor(refs["ln_1"]))
         return run.finish("needs construction to pass (the weights must load)")
     composed = [
         *FORWARD_MISTAKES,
@@ -274,7 +274,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
     broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
-    fwd = run.run_part("forward", method("forward"), (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
+    fwd = run.run_part("forward", module, (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
                        localise=lambda got: localise.attention_layers(run, module, refs))
     if fwd.status != PASS and broken:
         fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")

@@ -7,6 +7,7 @@ of steps 03, 04 and 07.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -15,13 +16,28 @@ from checker.compare import ONE_LAYER, Mistake
 from checker.loading import hf_state, load_module
 from checker.localise import residual
 from checker.reference import activations, token_ids
-from checker.report import Report
+from checker.report import PASS, Part, Report
 from checker.runner import StepRun
 from checker.weights import Checkpoint
 
 AXES = ("sequences", "positions", "")
 # Each computes half(x, ln, sublayer) wired wrongly, from the numpy ln and sub-layer.
 CATALOGUE = [Mistake(f"residual-{w}", says, hint, partial(half, wiring=w)) for w, (says, hint) in WIRING_MISTAKES.items()]
+
+
+# The online book's step 08 (Jan 2026) defines LayerNorm again (its step 09 imports it from here) and
+# apply_residual_connection(input_tensor, sublayer_output), which returns their sum.
+BOOK = ("apply_residual_connection", "LayerNorm(dim, *, eps) and apply_residual_connection(input_tensor, "
+        "sublayer_output); its LayerNorm is checked as step 03 checks one")
+
+
+def _layer_norm_part(path: Path, checkpoint: Checkpoint, timeout: float) -> Part:
+    """Step 03's check of the file's LayerNorm, as one part: its first failing part, or its last."""
+    from checker import step03
+
+    parts = step03.check(path, checkpoint, timeout=timeout).parts
+    part = next((p for p in parts if p.status != PASS), parts[-1])
+    return replace(part, name="LayerNorm", summary=f"{part.name}: {part.summary}")
 
 
 def reference_modules(checkpoint: Checkpoint, run: StepRun) -> dict[str, object]:
@@ -49,9 +65,16 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                   f"h[{checkpoint.layer}]'s input for {inputs}, with the course's own LayerNorm, attention and MLP "
                   f"loaded with GPT-2 h[{checkpoint.layer}]; float32, {ONE_LAYER}",
                   ["attention half", "MLP half"], timeout=timeout)
-    fn = (step := run.import_step()) and run.need(step, "residual_step")
+    fn = (step := run.import_step()) and run.need(step, "residual_step", BOOK)
     if fn is None:
         return run.finish("needs residual_step")
+    if run.book:  # adapter: the book's function only adds; ln and the sub-layer are wired around it
+        add = fn
+
+        def fn(x, ln, sublayer):
+            return add(x, sublayer(ln(x)))
+        run.names.insert(0, "LayerNorm")
+        run.add(_layer_norm_part(path, checkpoint, timeout))
     modules = reference_modules(checkpoint, run)
     block = Block(checkpoint, checkpoint.layer)
     halves = {

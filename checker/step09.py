@@ -60,11 +60,11 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
     state = hf_state(checkpoint, f"transformer.h.{checkpoint.layer}.", NAMES)
     module = run.construct(lambda: cls(config), state, f"ln_1, attn, ln_2, mlp; GPT-2's transformer.h.{checkpoint.layer} loaded",
-                           try_forward=lambda m: m.forward(tensor(refs["block_in"])))
+                           try_forward=lambda m: m(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     numpy_block = Block(checkpoint, checkpoint.layer)
-    fwd = run.run_part("forward", module.forward, (refs["block_in"],), refs["block_out"], AXES,
+    fwd = run.run_part("forward", module, (refs["block_in"],), refs["block_out"], AXES,
                        CATALOGUE, (numpy_block,),
                        localise=lambda got: block(run, module, refs["block_in"].astype("float64"), numpy_block))
     run.point_to_earlier_steps(fwd)

@@ -77,10 +77,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     ids = refs["ids"]
     module = run.construct(
         lambda: cls(config), state, f"wte, wpe, h.0-h.{config.n_layer - 1}, ln_f: {len(state)} of GPT-2's tensors loaded",
-        try_forward=lambda m: m.forward(int_tensor(ids)))
+        try_forward=lambda m: m(int_tensor(ids)))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
-    fwd = run.run_part("forward", lambda: module.forward(int_tensor(ids)), (), refs["last_hidden"], AXES,
+    fwd = run.run_part("forward", lambda: module(int_tensor(ids)), (), refs["last_hidden"], AXES,
                        CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
                        localise=lambda got: localise.model(run, module, ids, refs))
     run.point_to_earlier_steps(fwd)

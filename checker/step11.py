@@ -52,6 +52,28 @@ def original_layout(tensors: dict[str, np.ndarray], n_positions: int) -> dict[st
     return out
 
 
+# The online book's step 11 (Jan 2026): MaxGPT2LMHeadModel, with its own bias-free lm_head, and no
+# loader (the book's main.py loads the weights). The adapter loads them as that main.py does.
+BOOK = ("MaxGPT2LMHeadModel", "MaxGPT2LMHeadModel(config) with an lm_head Linear and no loader; the weights "
+        "are loaded the way the book's main.py loads them")
+
+
+def book_load(model, tensors: dict[str, np.ndarray]) -> None:
+    """What the online book's main.py does: every tensor by its name, Conv1D weights transposed for
+    Linear, and lm_head.weight (wte's values when the file ties them and leaves it out)."""
+    state = {}
+    for name, value in tensors.items():
+        if name.endswith((".attn.bias", ".attn.masked_bias")):
+            continue  # the causal-mask buffers
+        if not name.startswith(("transformer.", "lm_head.")):
+            name = "transformer." + name
+        if name.endswith(".weight") and name.split(".")[-2] in CONV1D:
+            value = value.T
+        state[name] = np.ascontiguousarray(value)
+    state.setdefault("lm_head.weight", state["transformer.wte.weight"])
+    model.load_state_dict(state)
+
+
 CONV1D_NOT_TRANSPOSED = Mistake(
     "load-conv1d-not-transposed", "the Conv1D weights were loaded as stored, [in, out]",
     "Conv1D weights (c_attn, c_proj, c_fc) must be transposed for Linear: value.T")
@@ -134,13 +156,15 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                   ["earlier steps", "loading this checkpoint", "loading the original GPT-2 layout", "logits",
                    "compiled"], timeout=timeout)
     step = run.import_step()
-    cls = step and run.need(step, CLASS)
-    load = step and run.need(step, "load_hf_weights")
+    cls = step and run.need(step, CLASS, BOOK)
+    load = book_load if run.book else step and run.need(step, "load_hf_weights")
     if cls is None or load is None:
         return run.finish(f"needs {CLASS} and load_hf_weights")
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
     names = body_names(checkpoint)
     expected = {f"transformer.{n}": v for n, v in hf_state(checkpoint, "transformer.", names).items()}
+    if run.book:
+        expected["lm_head.weight"] = expected["transformer.wte.weight"]
     tensors = stored_tensors(checkpoint)
     part, model = _loading_part("loading this checkpoint", run, lambda: cls(config), load, tensors, expected,
                                 config.n_layer)
@@ -150,9 +174,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(part)
     ids = refs["ids"]
     if model is None:
-        run.todo_only(["logits"], lambda: cls(config).forward(int_tensor(ids)))
+        run.todo_only(["logits"], lambda: cls(config)(int_tensor(ids)))
         return run.finish("needs the checkpoint to load")
-    logits = run.run_part("logits", lambda: model.forward(int_tensor(ids)), (), refs["logits"], AXES,
+    logits = run.run_part("logits", lambda: model(int_tensor(ids)), (), refs["logits"], AXES,
                           LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
                           what="forward", localise=lambda got: head(run, model, ids, refs))
     run.point_to_earlier_steps(logits)

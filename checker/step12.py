@@ -328,9 +328,9 @@ def _distribution_part(run: StepRun, next_token) -> Part:
     setting = f"{DRAWS} draws from {CANDIDATES} spread logits at T={TEMPERATURE}, top_k={TOP_K}"
     if tv <= TV_LIMIT:
         return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / TV_LIMIT:.2f} of the allowed {TV_LIMIT}",
-                    margin=tv / TV_LIMIT)
+                    margin=float(tv / TV_LIMIT))
     distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD)).sum(), i) for i, m in enumerate(DISTRIBUTION_MISTAKES))
     mistake = DISTRIBUTION_MISTAKES[closest] if distance <= TV_LIMIT else None
     return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
-                mistake=mistake, margin=tv / TV_LIMIT)
+                mistake=mistake, margin=float(tv / TV_LIMIT))
 

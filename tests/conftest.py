@@ -125,7 +125,7 @@ def assert_passes_with_margin(report, step: str, standin: str, record_property) 
     summary from pytest-xdist's workers too)."""
     __tracebackhide__ = True
     assert report.ok, report.render()
-    record_property("margins", [[step, p.name, standin, p.margin] for p in report.parts if p.margin is not None])
+    record_property("margins", [[step, p.name, standin, float(p.margin)] for p in report.parts if p.margin is not None])
     over = [f"{p.name}: {p.margin:.2f}" for p in report.parts if p.margin is not None and p.margin > MARGIN_LIMIT]
     assert not over, f"margin above {MARGIN_LIMIT} ({', '.join(over)}):\n{report.render()}"
 

@@ -1,0 +1,124 @@
+"""The MAX names of earlier releases, as a learner of Modular's online book wrote them, resolved
+to this course's MAX (26.7) inside a check.
+
+The online book followed MAX's Python API as it moved:
+
+    MAX 25.7  max.nn.module_v3 (Module, Linear, Embedding, Sequential)  max.experimental.tensor
+    MAX 26.1  max.nn (Module, Linear, Embedding, Sequential)  max.tensor  max.functional
+    MAX 26.7  max.experimental.nn  max.experimental.tensor  max.experimental.functional
+
+and in 26.7 `max.nn` is a different, layer-based API whose `Module` and `Linear` are other classes.
+The book's skeletons also import earlier steps from its own `solutions.solution_NN`; here a
+learner's steps build on the learner's own, so those imports get `steps.step_NN`.
+
+`install()` puts a hook in front of `import` that acts only on imports written in a learner's file
+(not this course's solutions): the names of 25.7 and 26.1 resolve to their 26.7 modules, and
+`advice(path)` says which lines to change to run the file outside the check. MAX's own imports
+are never touched.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+# Old module -> the 26.7 module that holds the same names.
+MODULES = {
+    "max.nn.module_v3": "max.experimental.nn",  # MAX 25.7
+    "max.tensor": "max.experimental.tensor",  # MAX 26.1
+    "max.functional": "max.experimental.functional",  # MAX 26.1
+}
+# MAX 26.1's `max.nn` held the module API that 26.7 keeps in max.experimental.nn.
+NN_26_1 = {"Module", "Linear", "Embedding", "Sequential", "ModuleList"}
+SOLUTION = re.compile(r"^solutions\.solution_(\d\d)$")
+
+from checker.paths import REPO
+
+_original_import = builtins.__import__
+_is_learner_file = None  # checker.learner.is_learner_file, set by install()
+
+
+_learner_files: dict[str, bool] = {}  # file -> written by the learner (filled by _from_learner)
+
+
+def _from_learner(globals_: dict | None) -> bool:
+    file = (globals_ or {}).get("__file__")
+    if not file:
+        return False
+    if file not in _learner_files:
+        _learner_files[file] = _is_learner_file(file) and not Path(file).resolve().is_relative_to(REPO / "solutions")
+    return _learner_files[file]
+
+
+class _Mixed(ModuleType):
+    """26.7's `max.nn` with 26.1's module API names taken from max.experimental.nn."""
+
+    def __init__(self):
+        super().__init__("max.nn")
+        self._nn = importlib.import_module("max.nn")
+        self._new = importlib.import_module("max.experimental.nn")
+
+    def __getattr__(self, name):
+        return getattr(self._new if name in NN_26_1 else self._nn, name)
+
+
+_mixed: _Mixed | None = None
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    if level == 0 and _from_learner(globals):
+        if solution := SOLUTION.match(name):
+            name = f"steps.step_{solution.group(1)}"
+        new = MODULES.get(name)
+        if new is not None:
+            module = importlib.import_module(new)
+            if fromlist:
+                return module
+            # `import max.tensor as T` binds through sys.modules["max.tensor"] after this returns.
+            sys.modules.setdefault(name, module)
+            return _original_import("max", globals, locals, (), 0)
+        if name == "max.nn" and fromlist and NN_26_1.intersection(fromlist):
+            global _mixed
+            _mixed = _mixed or _Mixed()
+            return _mixed
+    return _original_import(name, globals, locals, fromlist, level)
+
+
+def install() -> None:
+    """Resolve the old names in learner files from now on (idempotent)."""
+    global _is_learner_file
+    from checker.learner import is_learner_file
+
+    _is_learner_file = is_learner_file
+    builtins.__import__ = _import
+
+
+def advice(path: Path) -> list[str]:
+    """What to change in `path` to run it with MAX 26.7 outside the check, one line per import;
+    empty when the file already uses 26.7's names."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [a.name for a in node.names]
+            if solution := SOLUTION.match(node.module):
+                lines.append(f"line {node.lineno}: from {node.module} import ... is your steps/step_{solution.group(1)}.py "
+                             "here (this course's steps build on your own)")
+            elif node.module in MODULES:
+                lines.append(f"line {node.lineno}: from {node.module} import ... -> from {MODULES[node.module]} import ...")
+            elif node.module == "max.nn" and NN_26_1.intersection(names):
+                lines.append(f"line {node.lineno}: from max.nn import {', '.join(sorted(NN_26_1.intersection(names)))} "
+                             "(MAX 26.1) -> from max.experimental.nn import ...")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in MODULES:
+                    lines.append(f"line {node.lineno}: import {a.name} -> import {MODULES[a.name]}")
+    return lines
