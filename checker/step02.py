@@ -45,7 +45,8 @@ MISTAKES = [
             "the mask is added to the scores: -inf makes softmax give 0", lambda T, N: mask(T, N, masked=1.0)),
     Mistake("mask-positive-inf", "masked entries are +inf instead of -inf",
             "adding +inf makes the masked score the largest", lambda T, N: mask(T, N, masked=np.inf)),
-    Mistake("mask-ignores-cache", "the cached tokens were ignored: the band starts at column 0",
+    Mistake("mask-ignores-cache", "the cached tokens were ignored: the band starts at column 0 (band_part with "
+            "num_upper=0, as the online book's step 02 page has it, does this)",
             "with num_tokens cached keys, query i sees keys 0..num_tokens + i",
             lambda T, N: mask(T, N, allowed=lambda q, k, N: k <= q)),
     Mistake("mask-square", "the mask is [T, T]: the cached keys have no columns",

@@ -131,13 +131,13 @@ TOP_K_IGNORED = Mistake("top-k-ignored", "top_k was not applied: tokens outside 
                         "set every logit below the k-th largest to -inf before the softmax")
 TOP_K_PLUS_ONE = Mistake("top-k-plus-one", "top_k kept k + 1 tokens: the (k+1)-th best was drawn too",
                          "np.sort(logits)[-top_k] is the k-th largest; keep the logits >= it")
-# Distribution mistakes: each computes the distribution its draws follow, from the logits.
+# Distribution mistakes: each computes the distribution its draws follow, from the logits (and top_k).
 DISTRIBUTION_MISTAKES = [
     Mistake("temperature-multiplied", "the logits were multiplied by the temperature instead of divided",
             "logits / temperature: a low temperature sharpens the distribution",
-            lambda z: _expected(z * TEMPERATURE * TEMPERATURE, TEMPERATURE, TOP_K)),
+            lambda z, top_k=TOP_K: _expected(z * TEMPERATURE * TEMPERATURE, TEMPERATURE, top_k)),
     Mistake("temperature-ignored", "the temperature was not applied", "divide the logits by the temperature",
-            lambda z: _expected(z, 1.0, TOP_K)),
+            lambda z, top_k=TOP_K: _expected(z, 1.0, top_k)),
 ]
 SEED_IGNORED = Mistake("seed-ignored", "the same seed gave different tokens: the generator is not seeded",
                        "make one np.random.default_rng(seed) per generate call and draw from it")
@@ -168,6 +168,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                   f"prompt {PROMPT!r} ({len(prompt)} tokens), {NEW_TOKENS} new tokens; greedy on the course's "
                   "own GPT-2, compiled; sampling on scripted logits that are spread", PARTS, timeout=timeout)
     step = run.import_step()
+    if step and not hasattr(step, "generate") and hasattr(step, BOOK[0]):
+        return _check_book(run, step, checkpoint, prompt, want)
     fns = step and {name: run.need(step, name) for name in ("encode", "decode", "next_token", "generate")}
     if not fns or None in fns.values():
         return run.finish("needs encode, decode, next_token and generate")
@@ -334,3 +336,72 @@ def _distribution_part(run: StepRun, next_token) -> Part:
     return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
                 mistake=mistake, margin=float(tv / TV_LIMIT))
 
+
+
+# The online book's step 12 (Jan 2026): generate_next_token(model, input_ids, temperature, do_sample)
+# and generate_tokens(model, input_ids, max_new_tokens, temperature, do_sample), ids as a [1, T]
+# Tensor, sampling with numpy's global generator; no tokenizer, eos, top_k or seed in the contract.
+BOOK = ("generate_tokens", "generate_next_token and generate_tokens on a [1, T] Tensor of ids, sampling "
+        "with numpy's global generator (no encode/decode, eos, top_k or seed in its contract)")
+BOOK_PARTS = ["greedy", "distribution"]
+BOOK_DRAWS, BOOK_TV_LIMIT = 400, 0.15  # a right sampler's draws: TV ~0.02 (each draw costs ~10 ms here)
+
+
+def _check_book(run: StepRun, step, checkpoint: Checkpoint, prompt: list[int], want: list[int]) -> Report:
+    """The adapter: greedy through generate_tokens on the course's compiled GPT-2; the temperature
+    through generate_next_token on the scripted spread logits, numpy's generator seeded by the check."""
+    from max.experimental.tensor import Tensor
+
+    run.contract(BOOK[1])
+    run.names = BOOK_PARTS
+    generate_tokens, generate_next_token = run.need(step, "generate_tokens"), run.need(step, "generate_next_token")
+    if generate_next_token is None:
+        return run.finish("needs generate_next_token")
+
+    def ids_of(value, what: str) -> list[int]:
+        if not isinstance(value, Tensor):
+            raise LearnerError(f"{what} returned {type(value).__name__}, not a max Tensor")
+        return [int(t) for t in np.from_dlpack(value).reshape(-1)]
+
+    model = _model(checkpoint)
+    try:
+        out = ids_of(run.call(generate_tokens, model, Tensor.from_dlpack(np.array([prompt], dtype=np.int64)),
+                              max_new_tokens=NEW_TOKENS, do_sample=False), "generate_tokens")
+        greedy = out[len(prompt):]
+        if out[:len(prompt)] != prompt:
+            run.add(Part("greedy", FAIL, "generate_tokens' result does not start with the prompt: return the "
+                         "prompt's ids followed by the new ones, [1, T + max_new_tokens]"))
+        else:
+            run.add(_greedy_part(lambda *a, **k: greedy, model, prompt, want))
+    except LearnerError as e:
+        run.add(Part.from_error("greedy", e))
+
+    scripted = ScriptedModel(len(prompt), lambda i: SPREAD)
+    ids = Tensor.from_dlpack(np.array([prompt], dtype=np.int64))
+    np.random.seed(0)
+    try:
+        draws = run.call(lambda: [ids_of(generate_next_token(scripted, ids, temperature=TEMPERATURE, do_sample=True),
+                                         "generate_next_token")[0] for _ in range(BOOK_DRAWS)])
+    except LearnerError as e:
+        run.add(Part.from_error("distribution", e))
+        return run.finish()
+    run.add(_book_distribution(draws))
+    return run.finish()
+
+
+def _book_distribution(draws: list[int]) -> Part:
+    """The draws against softmax(logits / T) over every logit (the book has no top_k)."""
+    name, expected = "distribution", _expected(SPREAD, TEMPERATURE, None)
+    setting = f"{BOOK_DRAWS} draws of generate_next_token from {CANDIDATES} spread logits at T={TEMPERATURE}"
+    if any(not 0 <= t < CANDIDATES for t in draws):
+        return Part(name, FAIL, f"{setting}: drew {max(draws)}, outside the {CANDIDATES} logits given")
+    seen = np.bincount(draws, minlength=CANDIDATES) / len(draws)
+    tv = 0.5 * np.abs(seen - expected).sum()
+    if tv <= BOOK_TV_LIMIT:
+        return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / BOOK_TV_LIMIT:.2f} of the allowed "
+                    f"{BOOK_TV_LIMIT}", margin=float(tv / BOOK_TV_LIMIT))
+    distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD, None)).sum(), i)
+                            for i, m in enumerate(DISTRIBUTION_MISTAKES))
+    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {BOOK_TV_LIMIT} from softmax(logits / T)",
+                mistake=DISTRIBUTION_MISTAKES[closest] if distance <= BOOK_TV_LIMIT else None,
+                margin=float(tv / BOOK_TV_LIMIT))

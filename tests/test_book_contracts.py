@@ -1,0 +1,91 @@
+"""Files written to Modular's online book (Jan 2026 layout: its contracts, MAX 25.7 and 26.1 names)
+get a numeric verdict from every check: tests/book/ holds a complete set of twelve, written here
+to the book's pages. Each row of the README's "Coming from the online book" table is a step below."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from checker.paths import REPO
+from tests.conftest import run_python
+
+BOOK = REPO / "tests" / "book"
+# step -> what the header says of the contract it recognised (None: the course's own contract fits)
+CONTRACTS = {
+    "01": None, "02": None, "03": "LayerNorm(dim, *, eps)", "04": "GPT2MLP(intermediate_size, config)",
+    "05": "GPT2Embeddings(config)", "06": "GPT2PositionEmbeddings(config)", "07": None,
+    "08": "apply_residual_connection", "09": None, "10": None, "11": "MaxGPT2LMHeadModel(config)",
+    "12": "generate_next_token and generate_tokens",
+}
+
+
+@pytest.fixture(scope="module")
+def book_reports(tmp_path_factory) -> dict[str, str]:
+    """Every check's report on a clone whose steps/ are the book-style files, as a learner runs it."""
+    repo = tmp_path_factory.mktemp("book") / "clone"
+    repo.mkdir()
+    for name in ("checker", "solutions"):
+        shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(BOOK, repo / "steps")
+    (repo / "steps" / "__init__.py").write_text("")
+    for name in ("weights", ".cache"):
+        (REPO / name).mkdir(exist_ok=True)
+        (repo / name).symlink_to(REPO / name)
+    script = ("import sys\nfrom checker.__main__ import main\n"
+              "for step in sys.argv[1:]:\n    print(f'=== {step}', flush=True)\n    main([step])\n")
+    out = run_python("-c", script, *CONTRACTS, cwd=repo, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return dict(part.split("\n", 1) for part in out.stdout.split("=== ")[1:])
+
+
+@pytest.mark.parametrize("step", CONTRACTS)
+def test_book_file_gets_a_numeric_verdict_and_passes(book_reports, step):
+    report = book_reports[step]
+    assert "parts match Hugging Face GPT-2" in report and "FAIL" not in report, report
+    for never in ("No module named", "defines no", "TypeError"):
+        assert never not in report, report
+    contract = CONTRACTS[step]
+    if contract is None:
+        assert "Contract:" not in report, report
+    else:
+        line = next(line for line in report.splitlines() if line.startswith("Contract:"))
+        assert f"the online book's step {step}" in line and contract in line, report
+
+
+def test_old_max_names_are_resolved_and_the_change_is_said(book_reports):
+    """25.7's max.nn.module_v3, 26.1's max.nn / max.tensor / max.functional: each file that uses one
+    is told the line to change; the book's solutions.solution_NN imports are the learner's own steps."""
+    said = {step: [line for line in r.splitlines() if line.startswith("Imports:")] for step, r in book_reports.items()}
+    assert "max.nn.module_v3 import ... -> from max.experimental.nn import" in said["04"][0]
+    assert "import max.functional -> import max.experimental.functional" in said["03"][0]
+    assert "from max.nn import Module (MAX 26.1) -> from max.experimental.nn" in said["03"][0]
+    assert "from max.tensor import ... -> from max.experimental.tensor" in said["07"][0]
+    assert "solutions.solution_08 import ... is your steps/step_08.py" in " ".join(said["09"])
+    assert not said["01"] and not said["02"]
+
+
+def test_the_books_mask_hint_is_named_with_its_context(write_step, checkpoint):
+    """The book's step 02 hint, band_part(..., num_upper=0), ignores the cached tokens."""
+    from checker import step02
+
+    source = (BOOK / "step_02.py").read_text().replace("num_upper=num_tokens", "num_upper=0")
+    report = step02.check(write_step(source, "step_02.py"), checkpoint)
+    part = next(p for p in report.parts if p.name == "with cache")
+    assert part.status == "FAIL" and part.mistake.id == "mask-ignores-cache", report.render()
+    assert "online book" in report.render()
+
+
+@pytest.mark.parametrize("wrong, mistake", [
+    ("logits / Tensor.constant(1.0,", "temperature-ignored"),
+    ("logits * Tensor.constant(temperature,", "temperature-multiplied"),
+])
+def test_book_sampling_mistakes_are_named(write_step, checkpoint, wrong, mistake):
+    """The book's sampler, with the temperature left out or multiplied, through the step 12 adapter."""
+    from checker import step12
+
+    source = (BOOK / "step_12.py").read_text().replace("logits / Tensor.constant(temperature,", wrong)
+    report = step12.check(write_step(source, "step_12.py"), checkpoint)
+    part = next(p for p in report.parts if p.name == "distribution")
+    assert part.status == "FAIL" and part.mistake is not None and part.mistake.id == mistake, report.render()
