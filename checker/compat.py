@@ -9,7 +9,7 @@ The online book followed MAX's Python API as it moved:
 
 and in 26.7 `max.nn` is a different, layer-based API whose `Module` and `Linear` are other classes.
 The book's skeletons also import earlier steps from its own `solutions.solution_NN`; here a
-learner's steps build on the learner's own, so those imports get `steps.step_NN`.
+learner's steps build on the learner's own, so in steps/ those imports get `steps.step_NN`.
 
 `install()` puts a hook in front of `import` that acts only on imports written in a learner's file
 (not this course's solutions): the names of 25.7 and 26.1 resolve to their 26.7 modules, and
@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+VERSION = "26.7"  # the MAX this course pins
 # Old module -> the 26.7 module that holds the same names.
 MODULES = {
     "max.nn.module_v3": "max.experimental.nn",  # MAX 25.7
@@ -55,6 +56,12 @@ def _from_learner(globals_: dict | None) -> bool:
     return _learner_files[file]
 
 
+def _in_steps(file: str) -> bool:
+    """A learner's workspace file, steps/step_NN.py, where the book's solutions.solution_NN imports
+    mean the learner's own steps (a copy elsewhere, as the test suite makes, keeps its imports)."""
+    return Path(file).parent.name == "steps"
+
+
 class _Mixed(ModuleType):
     """26.7's `max.nn` with 26.1's module API names taken from max.experimental.nn."""
 
@@ -72,7 +79,7 @@ _mixed: _Mixed | None = None
 
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
     if level == 0 and _from_learner(globals):
-        if solution := SOLUTION.match(name):
+        if (solution := SOLUTION.match(name)) and _in_steps(globals["__file__"]):
             name = f"steps.step_{solution.group(1)}"
         new = MODULES.get(name)
         if new is not None:
@@ -109,7 +116,7 @@ def advice(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [a.name for a in node.names]
-            if solution := SOLUTION.match(node.module):
+            if (solution := SOLUTION.match(node.module)) and _in_steps(str(path)):
                 lines.append(f"line {node.lineno}: from {node.module} import ... is your steps/step_{solution.group(1)}.py "
                              "here (this course's steps build on your own)")
             elif node.module in MODULES:

@@ -117,6 +117,13 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
                 where=where,
             )
         return LearnerError(f"not implemented yet ({where or 'NotImplementedError'})", todo=True, where=where)
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").startswith("max."):
+        return LearnerError(f"MAX {compat.VERSION} has no module {e.name}: a name of an earlier MAX that the check "
+                            f"cannot map. This course uses {compat.VERSION}'s max.experimental.nn, "
+                            f"max.experimental.tensor and max.experimental.functional{at}", where=where)
+    if isinstance(e, ImportError) and (e.name or "").startswith("max.") and e.name_from:
+        return LearnerError(f"MAX {compat.VERSION}'s {e.name} has no {e.name_from}: a name of an earlier MAX, "
+                            f"renamed or removed since{at}", where=where)
     if isinstance(e, RecursionError):
         return LearnerError(f"infinite recursion: a method calls itself{at}", where=where)
     return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)

@@ -104,8 +104,16 @@ BREAKAGES = [
              "indent the block under its def/if/for by 4 spaces", "return 1"),
     Breakage("import of a missing module", ALL, append("\nimport not_a_module_anywhere\n"),
              "No module named 'not_a_module_anywhere'",
-             "fix the import; a package the course needs is missing if it names max, numpy or transformers "
+             "fix the import; a package the course needs is missing if it names numpy or transformers "
              "(see Set up)", "import not_a_module_anywhere"),
+    Breakage("a MAX module of an earlier release", ["03", "07"], append("\nimport max.nn.module_v2\n"),
+             "MAX 26.7 has no module max.nn.module_v2",
+             "use `max.experimental.nn`, `.tensor`, `.functional`; the online book's names are mapped (see "
+             "Coming from the online book)", "import max.nn.module_v2"),
+    Breakage("a MAX name of an earlier release", ["03", "07"], append("\nfrom max.nn.module_v3 import LinearV2\n"),
+             "MAX 26.7's max.experimental.nn has no LinearV2",
+             "use the name MAX 26.7 gives it (its Python API reference, `max.experimental`)",
+             "from max.nn.module_v3 import LinearV2"),
     Breakage("name error when the file loads", ALL, append("\nundefined_name + 1\n"),
              "NameError: name 'undefined_name' is not defined", "define or import the name", "undefined_name + 1"),
     Breakage("name error inside your code", list(ENTRY), at_start("helper_never_defined()"),
