@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from checker.paths import REPO
+
 VERSION = "26.7"  # the MAX this course pins
 # Old module -> the 26.7 module that holds the same names.
 MODULES = {
@@ -38,13 +40,9 @@ MODULES = {
 NN_26_1 = {"Module", "Linear", "Embedding", "Sequential", "ModuleList"}
 SOLUTION = re.compile(r"^solutions\.solution_(\d\d)$")
 
-from checker.paths import REPO
-
 _original_import = builtins.__import__
 _is_learner_file = None  # checker.learner.is_learner_file, set by install()
-
-
-_learner_files: dict[str, bool] = {}  # file -> written by the learner (filled by _from_learner)
+_learner_files: dict[str, bool] = {}  # file -> written by the learner (not this course's solutions)
 
 
 def _from_learner(globals_: dict | None) -> bool:
