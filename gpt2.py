@@ -27,6 +27,38 @@ def _learner_modules(solutions: bool):
     return eleven, twelve
 
 
+def _model_parts(eleven):
+    """Your model class and loader: this course's step 11, or the online book's (MaxGPT2LMHeadModel,
+    no loader: the weights are loaded as the book's main.py loads them)."""
+    from checker.step11 import BOOK, book_load
+
+    if hasattr(eleven, "GPT2LMHeadModel") or not hasattr(eleven, BOOK[0]):
+        return eleven.GPT2LMHeadModel, eleven.load_hf_weights
+    print("(your step 11 follows the online book's contract: MaxGPT2LMHeadModel, loaded as the book's main.py "
+          "loads it)")
+    return getattr(eleven, BOOK[0]), book_load
+
+
+def _generate(twelve, model, prompt_ids: list[int], n: int, *, temperature: float, top_k, seed, eos_token_id):
+    """Your generate's tokens; for a step 12 written to the online book, its generate_next_token in a
+    loop (numpy's global generator seeded with --seed; the book has no top_k or eos)."""
+    if hasattr(twelve, "generate") or not hasattr(twelve, "generate_next_token"):
+        yield from twelve.generate(model, prompt_ids, n, temperature=temperature, top_k=top_k, seed=seed,
+                                   eos_token_id=eos_token_id)
+        return
+    import numpy as np
+    from max.experimental.tensor import Tensor
+
+    if seed is not None:
+        np.random.seed(seed)
+    ids = list(prompt_ids)
+    for _ in range(n):
+        token = twelve.generate_next_token(model, Tensor.from_dlpack(np.array([ids], dtype=np.int64)),
+                                           temperature=temperature, do_sample=temperature > 0)
+        ids.append(int(np.from_dlpack(token).reshape(-1)[0]))
+        yield ids[-1]
+
+
 class _Text:
     """The text after the prompt, a token at a time; an id the tokenizer has no text for (the
     stand-in checkpoints' tokenizer knows few) shows as <id>."""
@@ -104,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
               "transformers' (try --compare). `pixi run weights` fetches the real GPT-2.")
     try:
         eleven, twelve = _learner_modules(args.solutions)
-        model = call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint, timeout=0)
+        model = call(load_gpt2, *_model_parts(eleven), checkpoint, timeout=0)
     except (LearnerError, AttributeError) as e:
         print(f"Your model could not be built: {e}\nRun the checks first: pixi run s11, pixi run s12.",
               file=sys.stderr)
@@ -122,10 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     ours: list[int] = []
     started = time.perf_counter()
     try:
-        text = _Text(lambda ids: twelve.decode(tokenizer, ids), prompt_ids)
-        for token in twelve.generate(model, prompt_ids, args.max_new_tokens, temperature=args.temperature,
-                                     top_k=args.top_k, seed=args.seed,
-                                     eos_token_id=None if args.compare else eos):
+        decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
+        text = _Text(lambda ids: decode(tokenizer, ids), prompt_ids)
+        for token in _generate(twelve, model, prompt_ids, args.max_new_tokens, temperature=args.temperature,
+                               top_k=args.top_k, seed=args.seed, eos_token_id=None if args.compare else eos):
             ours.append(int(token))
             print(text.add(int(token)), end="", flush=True)
     except Exception as e:  # the learner's generate or decode

@@ -22,17 +22,25 @@ CONTRACTS = {
 
 
 @pytest.fixture(scope="module")
-def book_reports(tmp_path_factory) -> dict[str, str]:
-    """Every check's report on a clone whose steps/ are the book-style files, as a learner runs it."""
+def book_repo(tmp_path_factory):
+    """A clone of the course whose steps/ are the book-style files."""
     repo = tmp_path_factory.mktemp("book") / "clone"
     repo.mkdir()
     for name in ("checker", "solutions"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "gpt2.py", repo)
     shutil.copytree(BOOK, repo / "steps")
     (repo / "steps" / "__init__.py").write_text("")
     for name in ("weights", ".cache"):
         (REPO / name).mkdir(exist_ok=True)
         (repo / name).symlink_to(REPO / name)
+    return repo
+
+
+@pytest.fixture(scope="module")
+def book_reports(book_repo) -> dict[str, str]:
+    """Every check's report on the book-style files, as a learner runs it."""
+    repo = book_repo
     script = ("import sys\nfrom checker.__main__ import main\n"
               "for step in sys.argv[1:]:\n    print(f'=== {step}', flush=True)\n    main([step])\n")
     out = run_python("-c", script, *CONTRACTS, cwd=repo, timeout=1500)
@@ -89,3 +97,10 @@ def test_book_sampling_mistakes_are_named(write_step, checkpoint, wrong, mistake
     report = step12.check(write_step(source, "step_12.py"), checkpoint)
     part = next(p for p in report.parts if p.name == "distribution")
     assert part.status == "FAIL" and part.mistake is not None and part.mistake.id == mistake, report.render()
+
+
+def test_gpt2_writes_with_a_book_learners_model(book_repo):
+    """`pixi run gpt2` drives a model and sampler written to the book: the same ids as transformers."""
+    out = run_python("-m", "gpt2", "The cat sat", "--compare", "--max-new-tokens", "8", cwd=book_repo, timeout=900)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "online book's contract" in out.stdout and "Token ids identical for all 8 new tokens" in out.stdout
