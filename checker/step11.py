@@ -22,7 +22,7 @@ from checker.compiled import BATCH, SEQ, compile_module, diagnose, run_compiled
 from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
 from checker.localise import head
-from checker.loading import CONV1D, StateSpy, hf_state, require_module, state_problems
+from checker.loading import CONV1D, StateSpy, require_module, state_problems
 from checker.reference import activations, token_ids
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor
@@ -38,6 +38,18 @@ def stored_tensors(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 
     return load_file(checkpoint.path / MODEL_FILE)
+
+
+def _parameters(tensors: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """What the model's parameters must hold, `transformer.` + name -> float32 [out, in] (Conv1D
+    weights transposed), taken from the file's tensors read once."""
+    out = {}
+    for n in names:
+        t = tensors[f"transformer.{n}"] if f"transformer.{n}" in tensors else tensors[n]
+        if n.endswith(".weight") and n.split(".")[-2] in CONV1D:
+            t = t.T
+        out[f"transformer.{n}"] = np.ascontiguousarray(t, dtype=np.float32)
+    return out
 
 
 def original_layout(tensors: dict[str, np.ndarray], n_positions: int) -> dict[str, np.ndarray]:
@@ -161,11 +173,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if cls is None or load is None:
         return run.finish(f"needs {CLASS} and load_hf_weights")
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
-    names = body_names(checkpoint)
-    expected = {f"transformer.{n}": v for n, v in hf_state(checkpoint, "transformer.", names).items()}
+    tensors = stored_tensors(checkpoint)
+    expected = _parameters(tensors, body_names(checkpoint))
     if run.book:
         expected["lm_head.weight"] = expected["transformer.wte.weight"]
-    tensors = stored_tensors(checkpoint)
     part, model = _loading_part("loading this checkpoint", run, lambda: cls(config), load, tensors, expected,
                                 config.n_layer)
     run.add(part)
