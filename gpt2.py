@@ -30,9 +30,9 @@ def _learner_modules(solutions: bool):
 def _model_parts(eleven):
     """Your model class and loader: this course's step 11, or the online book's (MaxGPT2LMHeadModel,
     no loader: the weights are loaded as the book's main.py loads them)."""
-    from checker.step11 import BOOK, book_load
+    from checker.step11 import BOOK, book_load, follows_book
 
-    if hasattr(eleven, "GPT2LMHeadModel") or not hasattr(eleven, BOOK[0]):
+    if not follows_book(eleven):
         return eleven.GPT2LMHeadModel, eleven.load_hf_weights
     print("(your step 11 follows the online book's contract: MaxGPT2LMHeadModel, loaded as the book's main.py "
           "loads it)")
@@ -42,7 +42,9 @@ def _model_parts(eleven):
 def _generate(twelve, model, prompt_ids: list[int], n: int, *, temperature: float, top_k, seed, eos_token_id):
     """Your generate's tokens; for a step 12 written to the online book, its generate_next_token in a
     loop (numpy's global generator seeded with --seed; the book has no top_k or eos)."""
-    if hasattr(twelve, "generate") or not hasattr(twelve, "generate_next_token"):
+    from checker.step12 import follows_book
+
+    if not follows_book(twelve):
         yield from twelve.generate(model, prompt_ids, n, temperature=temperature, top_k=top_k, seed=seed,
                                    eos_token_id=eos_token_id)
         return

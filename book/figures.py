@@ -35,6 +35,15 @@ def _pyplot():
     return plt
 
 
+def _save(fig, path: Path) -> None:
+    """Lays the figure out, writes it to `path` and frees it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def attention_shapes(path: Path) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 6.2))
@@ -49,9 +58,7 @@ def attention_shapes(path: Path) -> None:
         ax.text(5.1, y + 0.12, note, va="center", fontsize=8, color="#555555")
         if i:
             ax.annotate("", xy=(2.5, y + 0.8), xytext=(2.5, y + 1.2), arrowprops={"arrowstyle": "->"})
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def causal_mask(path: Path, T: int = 6, cached: int = 3) -> None:
@@ -69,9 +76,7 @@ def causal_mask(path: Path, T: int = 6, cached: int = 3) -> None:
         ax.set_xlabel("key" + (" (c: cached)" if n else ""))
         ax.set_ylabel("query")
         ax.set_title(f"causal_mask({T}, {n})  [{T}, {n + T}]", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 
@@ -92,9 +97,7 @@ def _boxes(path: Path, boxes: list[tuple[str, str]], title: str, figsize=(6.5, 4
         if i:
             ax.annotate("", xy=(2.5, y + 0.7), xytext=(2.5, y + 1.1), arrowprops={"arrowstyle": "->"})
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def parameters(path: Path) -> None:
@@ -111,9 +114,7 @@ def parameters(path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("parameters (millions)")
     ax.set_title(f"GPT-2 small: {sum(counts.values()):,} parameters", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def layer_norm(path: Path) -> None:
@@ -130,9 +131,7 @@ def layer_norm(path: Path) -> None:
         ax.axhline(0, color="black", linewidth=0.6)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("channel")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def activations(path: Path) -> None:
@@ -149,9 +148,7 @@ def activations(path: Path) -> None:
     ax.set_xlabel("x (c_fc's output)")
     ax.set_ylabel("activation")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def lookup(path: Path, picked: list[int], rows: int, what: str) -> None:
@@ -167,9 +164,7 @@ def lookup(path: Path, picked: list[int], rows: int, what: str) -> None:
     ax.set_xlabel("channels (768 in GPT-2)")
     ax.set_ylabel(what)
     ax.set_title(f"picked rows: {picked}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def sampling(path: Path) -> None:
@@ -187,9 +182,7 @@ def sampling(path: Path) -> None:
         ax.set_xticks(range(len(z)))
         ax.set_xlabel("token")
     axes[0].set_ylabel("probability")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, path)
 
 
 FIGURES = {

@@ -21,16 +21,20 @@ CONV1D = ("c_attn", "c_proj", "c_fc")
 _MISSING = object()
 
 
+def is_conv1d_weight(name: str) -> bool:
+    """A weight Hugging Face stores as Conv1D, [in, out] ('transformer.h.0.attn.c_attn.weight')."""
+    return name.endswith(".weight") and name.split(".")[-2] in CONV1D
+
+
+def linear_layout(name: str, value: np.ndarray) -> np.ndarray:
+    """The stored tensor `name` as the model holds it: float32, Conv1D weights transposed to [out, in]."""
+    return np.ascontiguousarray(value.T if is_conv1d_weight(name) else value, dtype=np.float32)
+
+
 def hf_state(checkpoint: Checkpoint, prefix: str, names: list[str]) -> dict[str, np.ndarray]:
-    """`prefix + name` for each name, as float32, Conv1D weights transposed to [out, in]."""
+    """`prefix + name` for each name, as the model holds it (see linear_layout)."""
     tensors = checkpoint.tensors([prefix + n for n in names])
-    state = {}
-    for n in names:
-        t = tensors[prefix + n]
-        if n.endswith("weight") and (prefix + n).split(".")[-2] in CONV1D:
-            t = t.T
-        state[n] = np.ascontiguousarray(t, dtype=np.float32)
-    return state
+    return {n: linear_layout(prefix + n, tensors[prefix + n]) for n in names}
 
 
 def _walk(module, path: str) -> tuple[object, str]:
@@ -160,7 +164,7 @@ def state_problems(passed: dict, expected: dict[str, np.ndarray], n_layer: int) 
         else:
             transposed = shape == want.shape[::-1]
         if transposed:
-            (conv1d if n.split(".")[-2] in CONV1D else swapped).append(n)
+            (conv1d if is_conv1d_weight(n) else swapped).append(n)
         else:
             values.append(n if shape == want.shape else f"{n} is {list(shape)}, expected {list(want.shape)}")
     found = [

@@ -22,7 +22,7 @@ from checker.compiled import BATCH, SEQ, compile_module, diagnose, run_compiled
 from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
 from checker.localise import head
-from checker.loading import CONV1D, StateSpy, require_module, state_problems
+from checker.loading import BUFFERS, StateSpy, is_conv1d_weight, linear_layout, require_module, state_problems
 from checker.reference import activations, token_ids
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor
@@ -43,13 +43,7 @@ def stored_tensors(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
 def _parameters(tensors: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
     """What the model's parameters must hold, `transformer.` + name -> float32 [out, in] (Conv1D
     weights transposed), taken from the file's tensors read once."""
-    out = {}
-    for n in names:
-        t = tensors[f"transformer.{n}"] if f"transformer.{n}" in tensors else tensors[n]
-        if n.endswith(".weight") and n.split(".")[-2] in CONV1D:
-            t = t.T
-        out[f"transformer.{n}"] = np.ascontiguousarray(t, dtype=np.float32)
-    return out
+    return {f"transformer.{n}": linear_layout(n, tensors.get(f"transformer.{n}", tensors.get(n))) for n in names}
 
 
 def original_layout(tensors: dict[str, np.ndarray], n_positions: int) -> dict[str, np.ndarray]:
@@ -70,18 +64,21 @@ BOOK = ("MaxGPT2LMHeadModel", "MaxGPT2LMHeadModel(config) with an lm_head Linear
         "are loaded the way the book's main.py loads them")
 
 
+def follows_book(module) -> bool:
+    """The file defines the online book's step 11 (MaxGPT2LMHeadModel), not this course's class."""
+    return not hasattr(module, CLASS) and hasattr(module, BOOK[0])
+
+
 def book_load(model, tensors: dict[str, np.ndarray]) -> None:
     """What the online book's main.py does: every tensor by its name, Conv1D weights transposed for
     Linear, and lm_head.weight (wte's values when the file ties them and leaves it out)."""
     state = {}
     for name, value in tensors.items():
-        if name.endswith((".attn.bias", ".attn.masked_bias")):
+        if name.endswith(BUFFERS):
             continue  # the causal-mask buffers
         if not name.startswith(("transformer.", "lm_head.")):
             name = "transformer." + name
-        if name.endswith(".weight") and name.split(".")[-2] in CONV1D:
-            value = value.T
-        state[name] = np.ascontiguousarray(value)
+        state[name] = linear_layout(name, value)
     state.setdefault("lm_head.weight", state["transformer.wte.weight"])
     model.load_state_dict(state)
 
@@ -108,7 +105,7 @@ def _named(problems, expected) -> Mistake | None:
     """The catalogued mistake the first problem is, if it is one."""
     kind, _, names = problems[0]
     if kind == "conv1d":
-        conv1d = {n for n in expected if n.endswith(".weight") and n.split(".")[-2] in CONV1D}
+        conv1d = {n for n in expected if is_conv1d_weight(n)}
         return CONV1D_NOT_TRANSPOSED if conv1d <= set(names) else CONV1D_PARTLY
     return LAYOUT_MISTAKES.get(kind)
 

@@ -168,7 +168,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                   f"prompt {PROMPT!r} ({len(prompt)} tokens), {NEW_TOKENS} new tokens; greedy on the course's "
                   "own GPT-2, compiled; sampling on scripted logits that are spread", PARTS, timeout=timeout)
     step = run.import_step()
-    if step and not hasattr(step, "generate") and hasattr(step, BOOK[0]):
+    if step and follows_book(step):
         return _check_book(run, step, checkpoint, prompt, want)
     fns = step and {name: run.need(step, name) for name in ("encode", "decode", "next_token", "generate")}
     if not fns or None in fns.values():
@@ -316,26 +316,32 @@ def _top_k_part(run: StepRun, next_token) -> Part:
 
 
 def _distribution_part(run: StepRun, next_token) -> Part:
-    name = "distribution"
     try:
         draws = _draws(run, next_token, SPREAD, DRAWS, TEMPERATURE, TOP_K)
     except LearnerError as e:
-        return Part.from_error(name, e)
+        return Part.from_error("distribution", e)
+    return _scored(draws, "next_token", f"{DRAWS} draws from {CANDIDATES} spread logits at T={TEMPERATURE}, "
+                   f"top_k={TOP_K}", TOP_K, TV_LIMIT)
+
+
+def _scored(draws: list[int], who: str, setting: str, top_k: int | None, limit: float) -> Part:
+    """The "distribution" part: `who`'s draws from SPREAD at TEMPERATURE against softmax(logits / T)
+    over the top_k (every logit when None), by total variation; a failure names the closest
+    distribution mistake when it lies within `limit`."""
+    name = "distribution"
     if any(not 0 <= t < CANDIDATES for t in draws):
         bad = next(t for t in draws if not 0 <= t < CANDIDATES)
-        return Part(name, FAIL, f"next_token returned {bad} for {CANDIDATES} logits: return an index into them")
-    seen = np.bincount(draws, minlength=CANDIDATES) / DRAWS
-    expected = _expected(SPREAD, TEMPERATURE, TOP_K)
-    tv = 0.5 * np.abs(seen - expected).sum()
-    setting = f"{DRAWS} draws from {CANDIDATES} spread logits at T={TEMPERATURE}, top_k={TOP_K}"
-    if tv <= TV_LIMIT:
-        return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / TV_LIMIT:.2f} of the allowed {TV_LIMIT}",
-                    margin=float(tv / TV_LIMIT))
-    distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD)).sum(), i) for i, m in enumerate(DISTRIBUTION_MISTAKES))
-    mistake = DISTRIBUTION_MISTAKES[closest] if distance <= TV_LIMIT else None
-    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {TV_LIMIT} from softmax(logits / T) over the top k",
-                mistake=mistake, margin=float(tv / TV_LIMIT))
-
+        return Part(name, FAIL, f"{who} returned {bad} for {CANDIDATES} logits: return an index into them")
+    seen = np.bincount(draws, minlength=CANDIDATES) / len(draws)
+    tv = 0.5 * np.abs(seen - _expected(SPREAD, TEMPERATURE, top_k)).sum()
+    if tv <= limit:
+        return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / limit:.2f} of the allowed {limit}",
+                    margin=float(tv / limit))
+    distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD, top_k)).sum(), i)
+                            for i, m in enumerate(DISTRIBUTION_MISTAKES))
+    over = " over the top k" if top_k is not None else ""
+    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {limit} from softmax(logits / T){over}",
+                mistake=DISTRIBUTION_MISTAKES[closest] if distance <= limit else None, margin=float(tv / limit))
 
 
 # The online book's step 12 (Jan 2026): generate_next_token(model, input_ids, temperature, do_sample)
@@ -344,6 +350,11 @@ def _distribution_part(run: StepRun, next_token) -> Part:
 BOOK = ("generate_tokens", "generate_next_token and generate_tokens on a [1, T] Tensor of ids, sampling "
         "with numpy's global generator (no encode/decode, eos, top_k or seed in its contract)")
 BOOK_PARTS = ["greedy", "distribution"]
+
+
+def follows_book(module) -> bool:
+    """The file defines the online book's step 12 (generate_tokens), not this course's generate."""
+    return not hasattr(module, "generate") and hasattr(module, BOOK[0])
 BOOK_DRAWS, BOOK_TV_LIMIT = 400, 0.15  # a right sampler's draws: TV ~0.02 (each draw costs ~10 ms here)
 
 
@@ -385,23 +396,6 @@ def _check_book(run: StepRun, step, checkpoint: Checkpoint, prompt: list[int], w
     except LearnerError as e:
         run.add(Part.from_error("distribution", e))
         return run.finish()
-    run.add(_book_distribution(draws))
+    run.add(_scored(draws, "generate_next_token", f"{BOOK_DRAWS} draws of generate_next_token from {CANDIDATES} "
+                    f"spread logits at T={TEMPERATURE}", None, BOOK_TV_LIMIT))
     return run.finish()
-
-
-def _book_distribution(draws: list[int]) -> Part:
-    """The draws against softmax(logits / T) over every logit (the book has no top_k)."""
-    name, expected = "distribution", _expected(SPREAD, TEMPERATURE, None)
-    setting = f"{BOOK_DRAWS} draws of generate_next_token from {CANDIDATES} spread logits at T={TEMPERATURE}"
-    if any(not 0 <= t < CANDIDATES for t in draws):
-        return Part(name, FAIL, f"{setting}: drew {max(draws)}, outside the {CANDIDATES} logits given")
-    seen = np.bincount(draws, minlength=CANDIDATES) / len(draws)
-    tv = 0.5 * np.abs(seen - expected).sum()
-    if tv <= BOOK_TV_LIMIT:
-        return Part(name, PASS, f"{setting}: total variation {tv:.3f}, {tv / BOOK_TV_LIMIT:.2f} of the allowed "
-                    f"{BOOK_TV_LIMIT}", margin=float(tv / BOOK_TV_LIMIT))
-    distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD, None)).sum(), i)
-                            for i, m in enumerate(DISTRIBUTION_MISTAKES))
-    return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {BOOK_TV_LIMIT} from softmax(logits / T)",
-                mistake=DISTRIBUTION_MISTAKES[closest] if distance <= BOOK_TV_LIMIT else None,
-                margin=float(tv / BOOK_TV_LIMIT))

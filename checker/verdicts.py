@@ -59,11 +59,11 @@ def lookup(step: str, path: Path, checkpoint) -> dict | None:
     return entry
 
 
-def store(step: str, path: Path, checkpoint, report) -> None:
-    """Records `report`'s verdict with the sha256 of every file it read (report.files)."""
+def store(step: str, path: Path, checkpoint, report) -> dict:
+    """Records `report`'s verdict with the sha256 of every file it read (report.files); returns the entry."""
     files = {str(Path(f).resolve()): _sha(Path(f)) for f in [path, *report.files]}
     entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
-    entries[_key(step, path)] = {
+    entry = entries[_key(step, path)] = {
         "files": files, "checker": checker_sha(), "checkpoint": checkpoint.sha256, "ok": report.ok,
         "parts": [[p.name, p.status] for p in report.parts],
     }
@@ -74,6 +74,7 @@ def store(step: str, path: Path, checkpoint, report) -> None:
         tmp.replace(STORE)
     except OSError:
         pass  # a read-only checkout: verdicts are recomputed each time
+    return entry
 
 
 def verdict(step: str, path: Path, checkpoint, *, timeout: float) -> dict:
@@ -82,8 +83,5 @@ def verdict(step: str, path: Path, checkpoint, *, timeout: float) -> dict:
     if found is None:
         from checker.registry import check_module
 
-        report = check_module(step).check(path, checkpoint, timeout=timeout)
-        store(step, path, checkpoint, report)
-        found = lookup(step, path, checkpoint) or {"ok": report.ok,
-                                                   "parts": [[p.name, p.status] for p in report.parts]}
+        found = store(step, path, checkpoint, check_module(step).check(path, checkpoint, timeout=timeout))
     return found

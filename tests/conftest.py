@@ -91,23 +91,29 @@ def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
     return source.replace(old, new)
 
 
-@pytest.fixture
-def learner_repo(tmp_path):
-    """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
-    steps.step_NN); the checkpoints and cached references are the suite's own."""
-    repo = tmp_path / "clone"
+def course_clone(parent: Path, steps: dict[str, str]) -> Path:
+    """A clone of the course in parent/clone whose steps/ hold `steps` (file name -> source); the
+    checkpoints and cached references are the suite's own."""
+    repo = parent / "clone"
     repo.mkdir()
     for name in ("checker", "solutions"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "gpt2.py", repo)
     (repo / "steps").mkdir()
     (repo / "steps" / "__init__.py").write_text("")
-    for step in range(1, 13):
-        (repo / "steps" / f"step_{step:02d}.py").write_text(finished_step(f"{step:02d}"))
+    for name, source in steps.items():
+        (repo / "steps" / name).write_text(source)
     for name in ("weights", ".cache"):
         (REPO / name).mkdir(exist_ok=True)
         (repo / name).symlink_to(REPO / name)
     return repo
+
+
+@pytest.fixture
+def learner_repo(tmp_path):
+    """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
+    steps.step_NN)."""
+    return course_clone(tmp_path, {f"step_{s:02d}.py": finished_step(f"{s:02d}") for s in range(1, 13)})
 
 
 # step -> {(mistake id, stand-in): (caught, named)}, filled by tests/test_catalogue.py

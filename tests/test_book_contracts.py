@@ -4,12 +4,10 @@ to the book's pages. Each row of the README's "Coming from the online book" tabl
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from checker.paths import REPO
-from tests.conftest import run_python
+from tests.conftest import course_clone, run_python
 
 BOOK = REPO / "tests" / "book"
 # step -> what the header says of the contract it recognised (None: the course's own contract fits)
@@ -24,17 +22,7 @@ CONTRACTS = {
 @pytest.fixture(scope="module")
 def book_repo(tmp_path_factory):
     """A clone of the course whose steps/ are the book-style files."""
-    repo = tmp_path_factory.mktemp("book") / "clone"
-    repo.mkdir()
-    for name in ("checker", "solutions"):
-        shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "gpt2.py", repo)
-    shutil.copytree(BOOK, repo / "steps")
-    (repo / "steps" / "__init__.py").write_text("")
-    for name in ("weights", ".cache"):
-        (REPO / name).mkdir(exist_ok=True)
-        (repo / name).symlink_to(REPO / name)
-    return repo
+    return course_clone(tmp_path_factory.mktemp("book"), {p.name: p.read_text() for p in BOOK.glob("step_*.py")})
 
 
 @pytest.fixture(scope="module")
