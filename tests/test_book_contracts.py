@@ -92,3 +92,23 @@ def test_gpt2_writes_with_a_book_learners_model(book_repo):
     out = run_python("-m", "gpt2", "The cat sat", "--compare", "--max-new-tokens", "8", cwd=book_repo, timeout=900)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "online book's contract" in out.stdout and "Token ids identical for all 8 new tokens" in out.stdout
+
+
+@pytest.mark.parametrize("step, old, new, part, mistake", [
+    ("03", "gamma=self.weight, beta=self.bias", "gamma=self.bias, beta=self.weight", "forward", "ln-swapped-affine"),
+    ("04", 'F.gelu(self.c_fc(hidden_states), approximate="tanh")', "F.gelu(self.c_fc(hidden_states))", "forward",
+     "gelu-exact"),
+    ("05", "return self.wte(input_ids)", "return self.wte(input_ids) * (768 ** 0.5)", "forward", "embedding-scaled"),
+    ("08", "return input_tensor + sublayer_output", "return sublayer_output", "attention half", "residual-no-residual"),
+])
+def test_wrong_book_file_fails_through_its_adapter(write_step, checkpoint, step, old, new, part, mistake):
+    """A mistake in a file written to the book is caught and named through the step's adapter."""
+    from checker.registry import check_module
+
+    source = (BOOK / f"step_{step}.py").read_text()
+    assert source.count(old) == 1, old
+    report = check_module(step).check(write_step(source.replace(old, new), f"step_{step}.py"), checkpoint)
+    text = report.render()
+    assert "Contract: the online book's" in text, text
+    found = next(p for p in report.parts if p.name == part)
+    assert found.status == "FAIL" and found.mistake is not None and found.mistake.id == mistake, text
