@@ -89,10 +89,12 @@ class Model:
     def hidden(self, ids, *, positions=True, scale=1.0, order=None, ln_f: bool | str = True):
         """[B, T] -> [B, T, C]; the switches make the mistakes.
 
+        positions: True (0 .. T-1), False (none), or the position of each token [T]
         order: block indices to run; ln_f: True (at the end), False, or "each" (after every block)
         """
         T = ids.shape[1]
-        x = self.wte[ids].astype(np.float64) * scale + (self.wpe[:T] if positions else 0)
+        where = np.arange(T) if positions is True else positions
+        x = self.wte[ids].astype(np.float64) * scale + (self.wpe[where] if positions is not False else 0)
         for i in order if order is not None else range(len(self.blocks)):
             b = self.blocks[i]
             x = half(half(x, b.ln_1, b.attn), b.ln_2, b.mlp)

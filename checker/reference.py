@@ -191,3 +191,34 @@ def greedy_continuation(checkpoint: Checkpoint, prompt_ids: list[int]) -> list[i
     except OSError:
         pass
     return new.tolist()
+
+
+EXTRA_TOKENS = 16  # step 13: tokens fed one at a time after the check inputs
+
+
+def long_sequences(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
+    """The check inputs followed by EXTRA_TOKENS fixed ids, and Hugging Face's logits for all of them.
+
+    ids [B, T + EXTRA_TOKENS], logits [B, T + EXTRA_TOKENS, V]: what a model with a KV cache must
+    give at every position when it reads the first T tokens at once and the rest one by one.
+    """
+    short, _ = token_ids(checkpoint)
+    extra = np.random.default_rng(13).integers(0, 256, size=(short.shape[0], EXTRA_TOKENS))  # byte tokens
+    ids = np.concatenate([short, extra], axis=1).astype(np.int64)
+    path = _cache_file("long", checkpoint, ids)
+    if path.exists():
+        with np.load(path) as data:
+            return dict(data)
+    import torch
+
+    print("Computing reference logits for longer sequences with transformers (once)...", file=sys.stderr, flush=True)
+    logits = load_hf_model(checkpoint)(torch.from_numpy(ids)).logits.numpy()
+    refs = {"ids": ids, "logits": logits}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **refs)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return refs

@@ -231,10 +231,10 @@ def _greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
                 [] if mistake else ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"], mistake)
 
 
-def _eos_part(tokens, prompt: list[int]) -> Part:
+def _eos_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     """Greedy on a script whose third pick is EOS: with eos_token_id it must stop right after it."""
     n = len(EOS_SCRIPT)
-    scripted = ScriptedModel(len(prompt), lambda i: _one_hot_row(EOS_SCRIPT[min(i, n - 1)]))
+    scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: _one_hot_row(EOS_SCRIPT[min(i, n - 1)]))
     stopped = tokens(scripted, prompt, n, eos_token_id=EOS)
     want = EOS_SCRIPT[:EOS_SCRIPT.index(EOS) + 1]
     if stopped == want:
@@ -248,9 +248,9 @@ def _eos_part(tokens, prompt: list[int]) -> Part:
                 f"expected {want}", mistake=mistake)
 
 
-def _top1_part(tokens, prompt: list[int]) -> Part:
+def _top1_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     """top_k=1 on spread logits (a different order at each step) must pick the best token every time."""
-    scripted = ScriptedModel(len(prompt), lambda i: np.roll(SPREAD, i))
+    scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: np.roll(SPREAD, i))
     best = [int(np.argmax(np.roll(SPREAD, i))) for i in range(NEW_TOKENS)]
     got = tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, top_k=1, seed=0)
     if got == best:
@@ -264,10 +264,10 @@ def _top1_part(tokens, prompt: list[int]) -> Part:
                 mistake=mistake)
 
 
-def _seeded_part(tokens, prompt: list[int]) -> Part:
+def _seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     """Sampling on constant spread logits: reproducible per seed, one generator per call, in the top_k."""
     name, k = "seeded sampling", 40
-    scripted = ScriptedModel(len(prompt), lambda i: SPREAD)
+    scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: SPREAD)
     a, b, c = (tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, top_k=k, seed=s) for s in (0, 0, 1))
     allowed = set(np.argsort(SPREAD)[-k:].tolist())
     setting = f"{NEW_TOKENS} tokens from the same {CANDIDATES} spread logits, T=1, top_k={k}"
