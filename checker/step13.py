@@ -71,6 +71,9 @@ def _attention(x, past_key, past_value, p, H, *, mask: str = "right", order: str
     return out, key, value
 
 
+SHARED_ACROSS_BATCH = Mistake(
+    "cache-shared-across-batch", "the cache has batch 1 whatever the batch: the sequences of a batch would share one",
+    "the cache's first axis is the batch: one [H, 0, D] cache per sequence")
 CACHE_NOT_APPENDED = Mistake(
     "cache-not-appended", "the returned keys and values hold only the new positions: the cache was not grown",
     "concatenate the cached keys (values) and the new ones along the positions axis, cached first, and return that")
@@ -119,7 +122,7 @@ RECOMPUTES = Mistake("generate-recomputes", "generate ran more than the new toke
                      "computed earlier positions again", "after the prompt, feed only the newest token [1, 1]")
 CACHE_NOT_PASSED = Mistake("cache-not-passed-back", "the cache the model returned was not passed to the next call",
                            "keep the returned cache (everything after the logits) and pass it in the next call")
-CATALOGUE = [CACHE_NOT_APPENDED, CACHE_AFTER_NEW, KV_SWAPPED, *OUTPUT_MISTAKES, *MODEL_MISTAKES, MASK_NOT_SYMBOLIC,
+CATALOGUE = [SHARED_ACROSS_BATCH, CACHE_NOT_APPENDED, CACHE_AFTER_NEW, KV_SWAPPED, *OUTPUT_MISTAKES, *MODEL_MISTAKES, MASK_NOT_SYMBOLIC,
              PROMPT_BY_TOKEN, RECOMPUTES, CACHE_NOT_PASSED]
 
 
@@ -194,9 +197,7 @@ def _empty_cache_part(run: StepRun, empty_cache, config) -> Part:
                     f"{config.n_layer} layers", margin=0.0)
     if list(wrong.shape) == [1, *want[1:]]:
         return Part(name, FAIL, f"empty_cache(config, 2) gave {list(wrong.shape)}, expected {want}: every sequence of "
-                    "a batch needs its own cache", mistake=Mistake(
-                        "cache-shared-across-batch", "the cache has batch 1 whatever the batch: the sequences of a "
-                        "batch would share one cache", "the cache's first axis is the batch: [batch_size, H, 0, D]"))
+                    "a batch needs its own cache", mistake=SHARED_ACROSS_BATCH)
     return Part(name, FAIL, f"empty_cache(config, 2) gave {list(wrong.shape)}, expected {want} ([B, H, 0, D]: "
                 "batch, heads, no positions yet, head size)")
 
@@ -213,7 +214,7 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
             out, key, value = _outputs(run.call(attention_with_cache, attn, tensor(x), tensor(pk), tensor(pv)), 3,
                                        "attention_with_cache")
         except LearnerError as e:
-            return Part(name, FAIL, f"{case}: {e}")
+            return Part.from_error(name, e) if e.todo else Part(name, FAIL, f"{case}: {e}")
         want_k, want_v = refs["k"][:, :, :P + T], refs["v"][:, :, :P + T]
         inputs = [a.astype(np.float64) for a in (x, pk, pv)] + [p, H]
         axes = ("sequences", "heads", "positions", "")
@@ -265,17 +266,17 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     v = compare(first, refs["logits"][:, SPLIT - 1], axes=("sequences", ""), mistakes=[], tol=WHOLE_MODEL)
     if not v.ok:
         return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}", v.details, v.mistake, v.margin)
-    want_shape = [B, config.n_head, T, config.n_embd // config.n_head]
-    shapes = {tuple(int(d) for d in c.shape) for c in cache}
-    if shapes != {tuple(want_shape)}:
-        return Part(name, FAIL, f"after {SPLIT} + {T - SPLIT} tokens the cache holds {sorted(shapes)}, "
-                    f"expected {2 * L} tensors {want_shape}", mistake=CACHE_NOT_APPENDED)
     numpy_model = functools.cache(lambda: Model(checkpoint))
     mistakes = ((m, m.compute(numpy_model, ids)) for m in MODEL_MISTAKES)
     v = compare(logits, refs["logits"][:, T - 1], axes=("sequences", ""), mistakes=mistakes, tol=WHOLE_MODEL)
     setting = f"{SPLIT} tokens at once, then {T - SPLIT} on their cache, op by op"
     if not v.ok:
         return Part(name, FAIL, f"{setting}, the last position's logits: {v.summary}", v.details, v.mistake, v.margin)
+    want_shape = [B, config.n_head, T, config.n_embd // config.n_head]
+    shapes = {tuple(int(d) for d in c.shape) for c in cache}
+    if shapes != {tuple(want_shape)}:
+        return Part(name, FAIL, f"after {SPLIT} + {T - SPLIT} tokens the cache holds {sorted(shapes)}, "
+                    f"expected {2 * L} tensors {want_shape}", mistake=CACHE_NOT_APPENDED)
     return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
 
 

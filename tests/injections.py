@@ -216,4 +216,29 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
                             "        if token == eos_token_id:\n            return\n        yield token"),
         "top-k-plus-one": ("kth = np.sort(logits)[-top_k]", "kth = np.sort(logits)[-top_k - 1]"),
     },
+    "13": {
+        "cache-shared-across-batch": ("np.zeros((batch_size,", "np.zeros((1,"),
+        "cache-not-appended": ("    return output, key, value", "    return output, key[:, :, int(past):], value[:, :, int(past):]"),
+        "cache-after-new": (("F.concat([past_key, key], axis=-2)", "F.concat([past_value, value], axis=-2)"),
+                            ("F.concat([key, past_key], axis=-2)", "F.concat([value, past_value], axis=-2)")),
+        "cache-keys-values-swapped": ("    return output, key, value", "    return output, value, key"),
+        "mask-hides-cache": ("seen = F.broadcast_to(Tensor(0.0,", "seen = F.broadcast_to(Tensor(float('-inf'),"),
+        "mask-not-causal": ("[seen, causal_mask(seq_len, 0, dtype=query.dtype, device=query.device)]",
+                            "[seen, F.broadcast_to(Tensor(0.0, dtype=query.dtype, device=query.device), "
+                            "[seq_len, seq_len])]"),
+        "mask-cache-last": ("[seen, causal_mask(seq_len, 0, dtype=query.dtype, device=query.device)]",
+                            "[causal_mask(seq_len, 0, dtype=query.dtype, device=query.device), seen]"),
+        "mask-needs-int-past": ("    mask = F.concat([seen, causal_mask(seq_len, 0, dtype=query.dtype, device=query.device)], axis=-1)",
+                                "    mask = causal_mask(seq_len, past, dtype=query.dtype, device=query.device)"),
+        "positions-not-offset": ("t.wpe(seq_len, past)", "t.wpe(seq_len)"),
+        "cache-ignored": ("cache[2 * i], cache[2 * i + 1])", "cache[2 * i][:, :, :0], cache[2 * i + 1][:, :, :0])"),
+        "prompt-one-by-one": ("    ids = np.array([input_ids], dtype=np.int64)  # [1, T]: the whole prompt, once\n",
+                              "    for t in input_ids[:-1]:\n"
+                              "        _, *cache = model(Tensor.from_dlpack(np.array([[t]], dtype=np.int64)), *cache)\n"
+                              "    ids = np.array([input_ids[-1:]], dtype=np.int64)\n"),
+        "generate-recomputes": ("        ids = np.array([[token]], dtype=np.int64)",
+                                "        ids = np.concatenate([ids, [[token]]], axis=1)\n"
+                                "        cache = empty_cache(config, 1)\n        ids = ids"),
+        "cache-not-passed-back": ("        logits, *cache = model(", "        logits, *_ = model("),
+    },
 }
