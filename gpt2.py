@@ -8,6 +8,9 @@
 
 The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
 load_hf_weights, compiled into one MAX graph; the loop is your generate.
+Once your step 13 passes its check, the text comes from your KV cache
+(GPT2WithCache, compiled, and generate_with_cache), and the tokens per
+second of both paths are printed side by side.
 """
 
 from __future__ import annotations
@@ -25,6 +28,38 @@ def _learner_modules(solutions: bool):
     eleven = import_step(step_file("11", solution=solutions), "_gpt2_step11")
     twelve = import_step(step_file("12", solution=solutions), "_gpt2_step12")
     return eleven, twelve
+
+
+def _with_cache(solutions: bool, checkpoint):
+    """Your step 13 module if it passes its check (from the verdict cache, or checked now), else None
+    after saying why the text comes from the path without a cache."""
+    from checker import verdicts
+    from checker.learner import LearnerError, call, import_step
+    from checker.paths import shown, step_file
+
+    path = step_file("13", solution=solutions)
+    try:
+        thirteen = import_step(path, "_gpt2_step13")
+        if not solutions and verdicts.lookup("13", path, checkpoint) is None:
+            call(thirteen.empty_cache, checkpoint.learner_config(), 1, timeout=60)  # a skeleton stops here
+            print(f"(checking your step 13 once, as pixi run s13 does, to use its cache: {shown(path)})", flush=True)
+        if solutions or verdicts.verdict("13", path, checkpoint, timeout=300)["ok"]:
+            return thirteen
+        print("(your step 13 does not pass its check yet: pixi run s13; the text comes without a cache)")
+    except (LearnerError, AttributeError) as e:
+        print(f"(no KV cache: your step 13 is not done yet ({e}); pixi run s13)")
+    return None
+
+
+def _timed_tokens(tokens, text, show: bool) -> tuple[list[int], float]:
+    """Runs the token generator `tokens`, printing each new piece of text when `show`; (ids, seconds)."""
+    out, started = [], time.perf_counter()
+    for token in tokens:
+        out.append(int(token))
+        piece = text.add(int(token))
+        if show:
+            print(piece, end="", flush=True)
+    return out, time.perf_counter() - started
 
 
 def _model_parts(eleven):
@@ -138,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
               "transformers' (try --compare). `pixi run weights` fetches the real GPT-2.")
     try:
         eleven, twelve = _learner_modules(args.solutions)
-        model = call(load_gpt2, *_model_parts(eleven), checkpoint, timeout=0)
+        model = loaded = call(load_gpt2, *_model_parts(eleven), checkpoint, timeout=0)
     except (LearnerError, AttributeError) as e:
         print(f"Your model could not be built: {e}\nRun the checks first: pixi run s11, pixi run s12.",
               file=sys.stderr)
@@ -152,23 +187,42 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = tokenizer_of(checkpoint)
     prompt_ids = tokenizer.encode(args.prompt).ids
     eos = tokenizer.token_to_id("<|endoftext|>")
+    thirteen = _with_cache(args.solutions, checkpoint)
+    cached = None
+    if thirteen is not None:
+        from checker.step13 import compile_with_cache
+
+        try:
+            cached = call(lambda: compile_with_cache(thirteen.GPT2WithCache(loaded), checkpoint), timeout=0)
+            print("Your step 13 passes: the text comes from your KV cache (GPT2WithCache, compiled, and "
+                  "generate_with_cache).")
+        except LearnerError as e:
+            print(f"(your model with its cache could not be compiled: {e}; the text comes without a cache)")
+    settings = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed,
+                    eos_token_id=None if args.compare else eos)
+    decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
     print(f"\n{args.prompt}", end="", flush=True)
-    ours: list[int] = []
-    started = time.perf_counter()
     try:
-        decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
-        text = _Text(lambda ids: decode(tokenizer, ids), prompt_ids)
-        for token in _generate(twelve, model, prompt_ids, args.max_new_tokens, temperature=args.temperature,
-                               top_k=args.top_k, seed=args.seed, eos_token_id=None if args.compare else eos):
-            ours.append(int(token))
-            print(text.add(int(token)), end="", flush=True)
-    except Exception as e:  # the learner's generate or decode
+        plain = _generate(twelve, model, prompt_ids, args.max_new_tokens, **settings)
+        ours, seconds = _timed_tokens(plain, _Text(lambda ids: decode(tokenizer, ids), prompt_ids), cached is None)
+        if cached is not None:
+            with_cache = thirteen.generate_with_cache(cached, checkpoint.learner_config(), prompt_ids,
+                                                      args.max_new_tokens, **settings)
+            ours_cached, cached_seconds = _timed_tokens(with_cache, _Text(lambda ids: decode(tokenizer, ids),
+                                                                         prompt_ids), True)
+    except Exception as e:  # the learner's generate, generate_with_cache or decode
         from checker.learner import explain
 
         print(f"\n\nYour generate failed: {explain(e)}", file=sys.stderr)
         return 1
-    seconds = time.perf_counter() - started
-    print(f"\n\n({len(ours)} tokens in {seconds:.1f} s, {len(ours) / seconds:.1f} tokens/s)")
+    print(f"\n\n({len(ours)} tokens in {seconds:.1f} s, {len(ours) / seconds:.1f} tokens/s without a cache)")
+    if cached is not None:
+        print(f"({len(ours_cached)} tokens in {cached_seconds:.1f} s, {len(ours_cached) / cached_seconds:.1f} "
+              f"tokens/s with your KV cache: {seconds / cached_seconds:.1f}x as fast)")
+        if ours_cached != ours:
+            print(f"The two paths gave different tokens: without the cache {ours[:8]}..., with it "
+                  f"{ours_cached[:8]}...; run pixi run s13.")
+            return 1
     if not args.compare:
         return 0
     if args.temperature != 0.0:

@@ -214,5 +214,48 @@ def example_12() -> str:
             "keeps exactly the two best and renormalises them.")
 
 
+def positions_processed(prompt: int, new: int) -> tuple[list[int], list[int]]:
+    """Positions the model runs for each generated token: without a cache (step 12), with one (step 13)."""
+    return [prompt + i for i in range(new)], [prompt] + [1] * (new - 1)
+
+
+def example_13() -> str:
+    e = attention_example()  # step 07's 4 tokens, 8 channels, 2 heads of 4
+    q, k, v = (attention_np.split_heads(e[n][None], 2)[0] for n in "qkv")  # [H, T, D] = [2, 4, 4] each
+    full = attention_np.merge_heads(attention_np.attend(q[None], k[None], v[None]))[0, 3]  # t3's output, [8]
+    past_key, past_value = k[:, :3], v[:, :3]  # the cache after t0..t2: [H, P, D] = [2, 3, 4]
+    key = np.concatenate([past_key, k[:, 3:]], axis=-2)  # cached first, then t3's own: [2, 4, 4]
+    value = np.concatenate([past_value, v[:, 3:]], axis=-2)
+    mask = np.concatenate([np.zeros((1, 3)), causal_mask(1, 0)], axis=-1)  # [T, P+T] = [1, 4]
+    scores = q[:, 3:] @ np.swapaxes(key, -1, -2) / np.sqrt(4) + mask  # [H, 1, 4]
+    weights = attention_np.softmax(scores)
+    cached = attention_np.merge_heads((weights @ value)[None])[0, 0]  # [8]
+    tok = [f"t{i}" for i in range(4)]
+    T, P = 2, 3
+    pieces = np.concatenate([np.zeros((T, P)), causal_mask(T, 0)], axis=-1)
+    cols = [f"c{j}" for j in range(P)] + [f"n{j}" for j in range(T)]
+    rows = [f"q{i}" for i in range(T)]
+    without, with_cache = positions_processed(10, 20)
+    return ("Step 07's example again: T = 4 tokens, C = 8 channels, H = 2 heads of D = 4. Without a cache, "
+            "predicting after t3 runs all four tokens and keeps t3's row. With a cache, t0..t2's keys and "
+            "values were kept from the earlier calls ([H, P, D] = [2, 3, 4]) and only t3 runs: its query "
+            "[2, 1, 4] meets the 3 cached keys and its own.\n\n"
+            + _block("head 0's weights, t3's row of the full [4, 4] attention:",
+                     _matrix(e["weights"][3], 4, rows=["t3"], cols=tok),
+                     "head 0's weights, t3's query over [cached t0, t1, t2, new t3], mask [1, 4] all 0:",
+                     _matrix(weights[0, 0], 4, rows=["t3"], cols=tok), "",
+                     f"t3's output without cache  = {_matrix(full, 3)}",
+                     f"t3's output with the cache = {_matrix(cached, 3)}",
+                     f"max|diff| = {np.abs(full - cached).max():.1e}")
+            + "\n\nThe same numbers: the cached keys and values are the ones the full run would compute again, "
+            "since t0..t2 never see t3. With T = 2 new tokens after P = 3 cached ones the mask is [T, P+T] = "
+            "[2, 5], zeros [2, 3] for the cached keys next to causal_mask(2, 0) for the new ones:\n\n"
+            + _block(_matrix(pieces, 0, rows=rows, cols=cols), "",
+                     f"equal to step 02's causal_mask({T}, {P}): {bool(np.array_equal(pieces, causal_mask(T, P)))}")
+            + f"\n\nThe cost, for a 10-token prompt and 20 new tokens: {sum(without)} positions without a "
+            f"cache (10 + 11 + ... + 29), {sum(with_cache)} with one (10, then 1 per token; the last token is "
+            "never fed back).")
+
+
 def example(step: str) -> str:
     return globals()[f"example_{step}"]()

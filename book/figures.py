@@ -4,7 +4,7 @@
     causal-mask.svg        step 02's mask, without and with cached tokens
     FIGURES                one more per step: parameters (01), layer-norm (03), activations (04),
                            token- and position-lookup (05, 06), residual (08), block (09),
-                           model (10, 11), sampling (12)
+                           model (10, 11), sampling (12), kv-cache and kv-cache-mask (13)
 """
 
 from __future__ import annotations
@@ -185,6 +185,60 @@ def sampling(path: Path) -> None:
     _save(fig, path)
 
 
+def kv_cache_cost(path: Path, prompt: int = 10, new: int = 20) -> None:
+    """Step 13: positions the model runs for each new token, and in all, without and with a cache."""
+    from book.examples import positions_processed
+
+    plt = _pyplot()
+    without, with_cache = positions_processed(prompt, new)
+    steps = np.arange(1, new + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    axes[0].bar(steps - 0.2, without, width=0.4, color="#999999", label="without cache (step 12)")
+    axes[0].bar(steps + 0.2, with_cache, width=0.4, color="#1a73e8", label="with cache (step 13)")
+    axes[0].set_xlabel("new token")
+    axes[0].set_ylabel("positions run")
+    axes[0].set_title(f"per token: {prompt} + i without, {prompt} then 1 with", fontsize=9)
+    axes[0].set_xticks([1, 5, 10, 15, 20])
+    axes[0].legend(fontsize=8)
+    for values, color, label in ((without, "#999999", "without: T*n + n(n-1)/2"),
+                                   (with_cache, "#1a73e8", "with: T + n - 1")):
+        total = np.cumsum(values)
+        axes[1].plot(steps, total, color=color, marker="o", markersize=3, label=label)
+        axes[1].annotate(f"{total[-1]}", (steps[-1], total[-1]), textcoords="offset points", xytext=(-6, 2),
+                         ha="right", va="bottom", fontsize=9, color=color)
+    axes[1].set_ylim(0, max(np.cumsum(without)) * 1.15)
+    axes[1].set_xlabel("new tokens n")
+    axes[1].set_ylabel("positions run in all")
+    axes[1].set_title(f"in all, for a {prompt}-token prompt (T = {prompt})", fontsize=9)
+    axes[1].set_xticks([1, 5, 10, 15, 20])
+    axes[1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
+    """Step 13: the [T, P+T] mask built in two pieces, zeros [T, P] then causal_mask(T, 0)."""
+    from checker.step02 import mask
+
+    plt = _pyplot()
+    full = np.concatenate([np.zeros((T, P)), mask(T, 0)], axis=1)
+    fig, ax = plt.subplots(figsize=(5.5, 2.7))
+    ax.imshow(full == 0, cmap="Greys_r", vmin=-0.4, vmax=1)
+    for (i, j), value in np.ndenumerate(full):
+        ax.text(j, i, "0" if value == 0 else "-inf", ha="center", va="center", fontsize=9,
+                color="black" if value == 0 else "white")
+    for x0, width, color, label in ((0, P, "#1a73e8", f"zeros [{T}, {P}]\nthe cached keys"),
+                                    (P, T, "#e8710a", f"causal_mask({T}, 0)\nthe new keys")):
+        ax.add_patch(plt.Rectangle((x0 - 0.46, -0.46), width - 0.08, T - 0.08, fill=False, edgecolor=color,
+                                   linewidth=2.5))
+        ax.text(x0 + width / 2 - 0.5, T - 0.35, label, ha="center", va="top", fontsize=8, color=color)
+    ax.set_xticks(range(P + T), [f"c{j}" for j in range(P)] + [f"n{j}" for j in range(T)], fontsize=8)
+    ax.set_yticks(range(T), [f"new {i}" for i in range(T)], fontsize=8)
+    ax.set_ylim(T + 0.4, -0.5)
+    ax.set_xlabel("key (c: cached, n: new)")
+    ax.set_title(f"the mask for P = {P} cached, T = {T} new: [{T}, {P + T}] = causal_mask({T}, {P})", fontsize=9)
+    _save(fig, path)
+
+
 FIGURES = {
     "parameters.svg": parameters,
     "layer-norm.svg": layer_norm,
@@ -202,6 +256,8 @@ FIGURES = {
                                       ("@ wte.weight.T", "step 11: logits [B, T, 50257]")],
                                   "the model body, then the tied head", figsize=(6.5, 4.6)),
     "sampling.svg": sampling,
+    "kv-cache.svg": kv_cache_cost,
+    "kv-cache-mask.svg": kv_cache_mask,
 }
 
 

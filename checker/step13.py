@@ -280,16 +280,23 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
 
 
+def compile_with_cache(module, checkpoint: Checkpoint):
+    """`module` (a GPT2WithCache around a loaded GPT2LMHeadModel) compiled as `pixi run gpt2` runs it:
+    int64 ids [batch, seq] and 2L float32 caches [batch, H, past, D], all three symbolic."""
+    config = checkpoint.learner_config()
+    cache = (np.zeros((1, config.n_head, 0, config.n_embd // config.n_head), np.float32), (BATCH, None, PAST, None))
+    return compile_module(module, [(np.zeros((1, 1), np.int64), (BATCH, SEQ))] + [cache] * (2 * config.n_layer))
+
+
 def _compiled_part(run: StepRun, step, cached, empty_cache, config, checkpoint: Checkpoint, refs: dict):
     """GPT2WithCache compiled with batch, length and cache length symbolic; returns the compiled model."""
     long = long_sequences(checkpoint)
     ids, want = long["ids"], long["logits"]
-    T, D = refs["ids"].shape[1], config.n_embd // config.n_head
+    T = refs["ids"].shape[1]
     print("(compiling your model with its cache into one graph, as pixi run gpt2 does: 1-3 min after a change "
           "to its code, ~2 s when unchanged)", file=sys.stderr, flush=True)
-    cache_input = (np.zeros((1, config.n_head, 0, D), np.float32), (BATCH, None, PAST, None))
     try:
-        compiled = run.call(compile_module, cached, [(ids[:, :1], (BATCH, SEQ))] + [cache_input] * (2 * config.n_layer))
+        compiled = run.call(compile_with_cache, cached, checkpoint)
     except LearnerError as e:
         mistake = MASK_NOT_SYMBOLIC if "SymbolicDim" in str(e) and "band_part" in str(e) else None
         run.add(Part("compiled", FAIL, f"your model with its cache cannot be compiled with a symbolic batch, length "

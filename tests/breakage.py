@@ -16,11 +16,12 @@ from typing import Callable
 # The code each step's breakages go into: the function or method at the end of the step's path.
 ENTRY = {"02": "causal_mask", "03": "LayerNorm.forward", "04": "GPT2MLP.forward", "05": "GPT2TokenEmbedding.forward",
          "06": "GPT2PositionEmbedding.forward", "07": "GPT2MultiHeadAttention.forward", "08": "residual_step",
-         "09": "GPT2Block.forward", "10": "GPT2Model.forward", "11": "GPT2LMHeadModel.forward", "12": "generate"}
+         "09": "GPT2Block.forward", "10": "GPT2Model.forward", "11": "GPT2LMHeadModel.forward", "12": "generate",
+         "13": "GPT2WithCache.forward"}
 CLASS = {"01": "GPT2Config", "03": "LayerNorm", "04": "GPT2MLP", "05": "GPT2TokenEmbedding",
          "06": "GPT2PositionEmbedding", "07": "GPT2MultiHeadAttention", "09": "GPT2Block", "10": "GPT2Model",
-         "11": "GPT2LMHeadModel"}
-TENSOR_STEPS = [s for s in ENTRY if s != "12"]  # whose entry returns a Tensor
+         "11": "GPT2LMHeadModel", "13": "GPT2WithCache"}
+TENSOR_STEPS = [s for s in ENTRY if s not in ("12", "13")]  # whose entry returns a Tensor
 _MAX = "from max.experimental.tensor import Tensor as _T\n"
 
 
@@ -94,7 +95,7 @@ class Breakage:
     passes: bool = False  # the check still passes (print noise)
 
 
-ALL = [f"{n:02d}" for n in range(1, 13)]
+ALL = [f"{n:02d}" for n in range(1, 14)]
 CLASS_STEPS = [s for s in CLASS if s != "01"]
 
 BREAKAGES = [

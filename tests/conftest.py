@@ -113,7 +113,7 @@ def course_clone(parent: Path, steps: dict[str, str]) -> Path:
 def learner_repo(tmp_path):
     """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
     steps.step_NN)."""
-    return course_clone(tmp_path, {f"step_{s:02d}.py": finished_step(f"{s:02d}") for s in range(1, 13)})
+    return course_clone(tmp_path, {f"step_{s:02d}.py": finished_step(f"{s:02d}") for s in range(1, 14)})
 
 
 # step -> {(mistake id, stand-in): (caught, named)}, filled by tests/test_catalogue.py

@@ -128,4 +128,17 @@ STYLES: dict[str, dict[str, tuple]] = {
             "    for _ in range(max_new_tokens):\n",
             "    while len(ids) < len(input_ids) + max_new_tokens:\n"),
     },
+    "13": {
+        "one empty tensor, repeated": (
+            "    return [Tensor.from_dlpack(empty) for _ in range(2 * config.n_layer)]",
+            "    return [Tensor.from_dlpack(empty)] * (2 * config.n_layer)"),
+        "ln_f on every position, then the last": (
+            "last = t.ln_f(x[:, -1, :])", "last = t.ln_f(x)[:, -1]"),
+        "generate that keeps the cache in a dict by call": (
+            ("    cache = empty_cache(config, 1)\n", "        logits, *cache = model(Tensor.from_dlpack(ids), *cache)\n"),
+            ("    state = {\"cache\": empty_cache(config, 1)}\n",
+             "        logits, *rest = model(Tensor.from_dlpack(ids), *state[\"cache\"])\n"
+             "        state[\"cache\"] = rest\n")),
+    },
 }
+

@@ -47,7 +47,7 @@ def test_a_broken_include_fails_the_build(tmp_path):
 def test_every_step_has_a_page_that_teaches_it():
     """Why, the maths, a worked example computed at build time, a figure, pitfalls, questions with folded
     answers, the TODOs, the check and the solution."""
-    for n in range(1, 13):
+    for n in range(1, 14):
         text = (BOOK / "docs" / "steps" / f"{n:02d}.md").read_text()
         assert f"<!-- todos {n:02d} -->" in text and f'--8<-- "solutions/solution_{n:02d}.py"' in text
         assert f"pixi run s{n:02d}" in text
@@ -63,7 +63,7 @@ def test_worked_examples_are_computed_when_the_book_builds(tmp_path):
     page = (tmp_path / "site" / "steps" / "07" / "index.html").read_text()
     weights = attention_example()["weights"]
     assert f"{weights[2, 1]:.2f}" in page and f"{weights[3, 1]:.2f}" in page
-    for n in range(1, 13):
+    for n in range(1, 14):
         assert example(f"{n:02d}").count("```text") >= 1
 
 
