@@ -193,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         from checker.step13 import compile_with_cache
 
         try:
-            cached = call(lambda: compile_with_cache(thirteen.GPT2WithCache(loaded), checkpoint), timeout=0)
+            cached = call(lambda: compile_with_cache(thirteen.GPT2WithCache(loaded), checkpoint.learner_config()),
+                          timeout=0)
             print("Your step 13 passes: the text comes from your KV cache (GPT2WithCache, compiled, and "
                   "generate_with_cache).")
         except LearnerError as e:

@@ -7,7 +7,8 @@
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
 
 In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
-  MAX           the solutions' GPT2LMHeadModel with a KV cache (bench/kv_cache.py), one compiled graph
+  MAX           the course's step 13 solution: GPT2WithCache around solution 11's loaded model, one
+                compiled graph (bench/kv_cache.py drives it)
   transformers  GPT2LMHeadModel, PyTorch eager, its default attention (sdpa), its own cache
   prefill       the prompt pass of generation: every position through the model, the cache
                 filled, logits of the last position (transformers: use_cache=True, logits_to_keep=1)

@@ -280,10 +280,9 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
 
 
-def compile_with_cache(module, checkpoint: Checkpoint):
+def compile_with_cache(module, config):
     """`module` (a GPT2WithCache around a loaded GPT2LMHeadModel) compiled as `pixi run gpt2` runs it:
     int64 ids [batch, seq] and 2L float32 caches [batch, H, past, D], all three symbolic."""
-    config = checkpoint.learner_config()
     cache = (np.zeros((1, config.n_head, 0, config.n_embd // config.n_head), np.float32), (BATCH, None, PAST, None))
     return compile_module(module, [(np.zeros((1, 1), np.int64), (BATCH, SEQ))] + [cache] * (2 * config.n_layer))
 
@@ -296,7 +295,7 @@ def _compiled_part(run: StepRun, step, cached, empty_cache, config, checkpoint: 
     print("(compiling your model with its cache into one graph, as pixi run gpt2 does: 1-3 min after a change "
           "to its code, ~2 s when unchanged)", file=sys.stderr, flush=True)
     try:
-        compiled = run.call(compile_with_cache, cached, checkpoint)
+        compiled = run.call(compile_with_cache, cached, config)
     except LearnerError as e:
         mistake = MASK_NOT_SYMBOLIC if "SymbolicDim" in str(e) and "band_part" in str(e) else None
         run.add(Part("compiled", FAIL, f"your model with its cache cannot be compiled with a symbolic batch, length "
