@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -153,12 +154,28 @@ def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
     )
 
 
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "asimd", "sve")
+
+
+def cpu() -> tuple[str, list[str]]:
+    """The CPU's model name and the vector extensions it has (of VECTOR_FLAGS), from /proc/cpuinfo."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine(), []
+    name = re.search(r"^model name\s*:\s*(.+)$", info, re.M)
+    flags = re.search(r"^(?:flags|Features)\s*:\s*(.+)$", info, re.M)
+    have = set(flags.group(1).split()) if flags else set()
+    return (name.group(1).strip() if name else platform.machine()), [f for f in VECTOR_FLAGS if f in have]
+
+
 def machine() -> dict:
     from importlib.metadata import version
 
     import torch
 
-    return dict(cpus=os.cpu_count(), processor=platform.processor() or platform.machine(),
+    model, vectors = cpu()
+    return dict(cpus=os.cpu_count(), processor=model, vector_extensions=vectors,
                 torch_threads=torch.get_num_threads(), python=platform.python_version(),
                 **{name: version(name) for name in ("max", "torch", "transformers")})
 
@@ -166,8 +183,9 @@ def machine() -> dict:
 def report(result: dict) -> str:
     """The figures as a Markdown table and a few lines."""
     m, d, mem = result["machine"], result["decode"], result["memory"]
-    lines = [f"{result['model']}, float32, {m['cpus']} CPUs (torch threads {m['torch_threads']}), "
-             f"median of {result['repeats']} runs after a warm-up",
+    lines = [f"{m['processor']} ({', '.join(m['vector_extensions']) or 'no vector extensions listed'}), "
+             f"{m['cpus']} CPUs (torch threads {m['torch_threads']})",
+             f"{result['model']}, float32, median of {result['repeats']} runs after a warm-up",
              "", "| measure | batch | tokens | MAX | transformers | speed-up (transformers / MAX time) |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in result["prefill"]:

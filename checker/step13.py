@@ -39,8 +39,8 @@ from checker.weights import Checkpoint
 
 PAST = "past"  # the symbolic cache length
 FUNCTIONS = ("empty_cache", "attention_with_cache", "GPT2WithCache", "generate_with_cache")
-PARTS = ["earlier steps", "empty cache", "attention with cache", "model with cache", "compiled", "generate", "eos",
-         "seeded sampling"]
+GENERATE_PARTS = ["generate", "eos", "seeded sampling"]
+PARTS = ["earlier steps", "empty cache", "attention with cache", "model with cache", "compiled", *GENERATE_PARTS]
 CASES = ((0, 10), (7, 3), (9, 1))  # (cached positions P, new positions T) for the attention part
 SPLIT = 7  # the model part: this many tokens at once, then the rest of the check's 10 on their cache
 
@@ -152,18 +152,18 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if not fns or None in fns.values():
         return run.finish("needs " + ", ".join(FUNCTIONS))
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
-    eleven = used_modules(step).get("11")
-    if eleven is None:
-        run.add(Part("empty cache", FAIL, "step 13 wraps your step 11 model: import GPT2LMHeadModel (and "
-                     "load_hf_weights) from steps.step_11"))
-        return run.finish("needs your step 11")
-    try:
-        model = run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
-    except LearnerError as e:
-        run.add(Part("empty cache", FAIL, f"your step 11 model could not be loaded: {e}", ["run pixi run s11"]))
-        return run.finish("needs your step 11 model")
-
     run.add(_empty_cache_part(run, fns["empty_cache"], config))
+    model = _model(run, used_modules(step).get("11"), checkpoint)
+
+    def written(parts: list[str], fn) -> None:  # TODO parts for what is not written yet
+        run.todo_only([p for p in parts if p not in {q.name for q in run.report.parts}], fn)
+
+    generate_written = (GENERATE_PARTS, lambda: next(iter(fns["generate_with_cache"](None, config, [0], 1))))
+    if model is None:  # the pieces cannot run; say at least which are still TODO
+        written(["attention with cache"], lambda: fns["attention_with_cache"](None, None, None, None))
+        written(["model with cache"], lambda: fns["GPT2WithCache"](None)(None))
+        written(*generate_written)
+        return run.finish("needs your step 11 model loaded")
     run.add(_attention_part(run, fns["attention_with_cache"], model.transformer.h[checkpoint.layer].attn, refs,
                             config.n_head))
     cached = None
@@ -173,14 +173,33 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.add(Part.from_error("model with cache", e))
     if cached is not None and all(p.status == PASS for p in run.report.parts[1:]):
         run.add(_model_part(run, cached, fns["empty_cache"], config, checkpoint, refs))
+    elif cached is not None:
+        empty = [tensor(np.zeros((1, config.n_head, 0, config.n_embd // config.n_head)))] * (2 * config.n_layer)
+        written(["model with cache"], lambda: cached(int_tensor(refs["ids"][:1, :1]), *empty))
     run.point_to_earlier_steps(run.report.parts[-1])
-    if any(p.status != PASS for p in run.report.parts):
-        return run.finish("runs once the parts above pass")
-    compiled = _compiled_part(run, step, cached, fns["empty_cache"], config, checkpoint, refs)
+    compiled = None
+    if all(p.status == PASS for p in run.report.parts):
+        compiled = _compiled_part(run, step, cached, fns["empty_cache"], config, checkpoint, refs)
     if compiled is None:
-        return run.finish("runs once the model compiles")
+        written(*generate_written)
+        return run.finish("runs once the parts above pass")
     _generate_parts(run, fns["generate_with_cache"], compiled, config, checkpoint)
     return run.finish()
+
+
+def _model(run: StepRun, eleven, checkpoint: Checkpoint):
+    """The learner's step 11 model with the checkpoint loaded by their loader; None when it cannot be
+    (a FAIL part says why, unless the earlier-steps part already does)."""
+    if eleven is None:
+        run.add(Part("attention with cache", FAIL, "step 13 wraps your step 11 model: import GPT2LMHeadModel "
+                     "and load_hf_weights from steps.step_11"))
+        return None
+    try:
+        return run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
+    except LearnerError as e:
+        if run.report.parts[0].status == PASS:
+            run.add(Part("attention with cache", FAIL, f"your step 11 model could not be loaded: {e}"))
+        return None
 
 
 def _empty_cache_part(run: StepRun, empty_cache, config) -> Part:

@@ -37,6 +37,10 @@ def test_tiny_bench_gives_transformers_tokens(tmp_path):
     assert abs(memory["max_fraction_of_limit"] * memory["limit_tokens_per_s"]
                - result["decode"]["max_tokens_per_s"]) < 1e-6
     assert "| prefill latency | 1 | 16 |" in done.stdout and "identical" in done.stdout
+    from bench.__main__ import cpu
+
+    name, vectors = cpu()  # the header names the CPU and its vector extensions
+    assert result["machine"]["processor"] == name and done.stdout.startswith(f"{name} ({', '.join(vectors)}")
 
 
 def test_a_decode_that_forgets_its_cache_fails(tmp_path):

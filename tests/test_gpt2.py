@@ -12,7 +12,19 @@ def test_solutions_generate_the_same_tokens_as_transformers(checkpoint):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "random weights, so the text is gibberish" in done.stdout
     assert "Token ids identical for all 20 new tokens" in done.stdout
-    assert "tokens/s)" in done.stdout
+    assert "Your step 13 passes: the text comes from your KV cache" in done.stdout
+    assert "tokens/s without a cache)" in done.stdout and "tokens/s with your KV cache:" in done.stdout
+
+
+def test_a_learner_without_step_13_writes_without_a_cache(checkpoint, learner_repo):
+    """Finished steps 01-12 and step 13's skeleton: the text comes from generate, and gpt2 says why."""
+    from checker.paths import REPO
+
+    (learner_repo / "steps" / "step_13.py").write_text((REPO / "steps" / "step_13.py").read_text())
+    done = run_python("-m", "gpt2", "The cat sat", "--max-new-tokens", "5", cwd=learner_repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(no KV cache: your step 13 is not done yet (not implemented yet (steps/step_13.py:" in done.stdout
+    assert "tokens/s without a cache)" in done.stdout and "with your KV cache" not in done.stdout
 
 
 def test_unfinished_steps_say_what_to_do(checkpoint):

@@ -6,12 +6,13 @@ is proven in test_catalogue.py."""
 
 import pytest
 
-from checker import step03, step04, step05, step06, step08, step09, step10, step11, step12
+from checker import step03, step04, step05, step06, step08, step09, step10, step11, step12, step13
 from checker.paths import REPO
 from checker.report import FAIL, PASS, SKIP, TODO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11, "12": step12}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11, "12": step12,
+          "13": step13}
 
 def test_loader_that_drops_a_weight_says_which(checkpoint, write_step):
     """A buffer filter that also matches c_attn.bias: the missing weight is named."""
