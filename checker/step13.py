@@ -417,9 +417,12 @@ def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpo
         run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the "
                      f"prompt ({len(prompt)} tokens) once, then 1 position per call, {len(recorder.calls)} calls",
                      margin=0.0))
+    loop_fails = run.report.parts[-1].status != PASS
     for name, part in (("eos", lambda: _eos_part(tokens, prompt, ScriptedCachedModel)),
                        ("seeded sampling", lambda: _seeded_part(tokens, prompt, ScriptedCachedModel))):
         try:
-            run.add(part())
+            added = run.add(part())
         except LearnerError as e:
-            run.add(Part.from_error(name, e))
+            added = run.add(Part.from_error(name, e))
+        if loop_fails and added.status != PASS:  # the same loop: its failure may be this one's cause
+            added.details.append("generate_with_cache's loop fails the generate part: fix that first")
