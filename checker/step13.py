@@ -31,6 +31,7 @@ from checker.compare import ONE_LAYER, WHOLE_MODEL, Mistake, compare
 from checker.compiled import BATCH, SEQ, compile_module, diagnose, load_gpt2
 from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
+from checker.loading import require_module
 from checker.reference import EXTRA_TOKENS, NEW_TOKENS, PROMPT, activations, greedy_continuation, long_sequences
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor, tensor, to_numpy
@@ -168,7 +169,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                             config.n_head))
     cached = None
     try:
-        cached = run.call(fns["GPT2WithCache"], model)
+        cached = require_module(run.call(fns["GPT2WithCache"], model))
     except LearnerError as e:
         run.add(Part.from_error("model with cache", e))
     if cached is not None and all(p.status == PASS for p in run.report.parts[1:]):
