@@ -66,6 +66,11 @@ class Tolerance:
 # allowed) on both stand-ins: 0.08 and 0.05.
 ONE_LAYER = Tolerance(2e-4)
 WHOLE_MODEL = Tolerance(2e-3, 1e-4)
+# A whole model run position by position over a KV cache (step 13, compiled): each decode step's
+# products are matrix-vector kernels, not the prompt's matrix-matrix ones, so float32 sums run in
+# another order at every step; on the GPT-2-scale stand-in a right cache reaches 0.098 of
+# WHOLE_MODEL over 16 steps. Twice WHOLE_MODEL keeps it under a tenth.
+DECODE = Tolerance(4e-3, 2e-4)
 EXACT = Tolerance(0.0, 0.0)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from checker.attention_np import merge_heads, softmax, split_heads
 from checker.block_np import Model
-from checker.compare import ONE_LAYER, WHOLE_MODEL, Mistake, compare
+from checker.compare import DECODE, WHOLE_MODEL, Mistake, compare
 from checker.compiled import BATCH, SEQ, compile_module, diagnose, load_gpt2
 from checker.deps import earlier_steps_part, used_modules
 from checker.learner import LearnerError
@@ -147,7 +147,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     config = checkpoint.learner_config()
     run = StepRun("13", "KV cache", path, checkpoint,
                   f"the check's 2 sequences x 10 tokens, then {EXTRA_TOKENS} more one at a time; float32, "
-                  f"logits {WHOLE_MODEL}", PARTS, timeout=timeout)
+                  f"logits {WHOLE_MODEL} (compiled, token by token: {DECODE})", PARTS, timeout=timeout)
     step = run.import_step()
     fns = step and {name: run.need(step, name) for name in FUNCTIONS}
     if not fns or None in fns.values():
@@ -336,7 +336,7 @@ def _compiled_part(run: StepRun, step, cached, empty_cache, config, checkpoint: 
             return None
         got = np.stack([logits for logits, _ in steps], axis=1)  # [B, 1 + EXTRA_TOKENS, V]
         verdicts.append(compare(got, want[rows, T - 1:], axes=("sequences", "steps (0 = the prompt)", ""),
-                                mistakes=[], tol=WHOLE_MODEL))
+                                mistakes=[], tol=DECODE))
     worst = max(verdicts, key=lambda v: (not v.ok, v.margin or 0.0))
     summary = (f"batch 2 and 1: {T} tokens at once, then {EXTRA_TOKENS} one at a time, each step's logits; "
                f"symbolic batch, length and cache length: {worst.summary}")
