@@ -96,6 +96,7 @@ def layouts(config, repeats: int = 30) -> None:
         def forward(self, x):
             return x @ self.weight
 
+    from bench.__main__ import median_seconds
     from bench.matvec import matvec_shapes
 
     rng = np.random.default_rng(0)
@@ -108,14 +109,7 @@ def layouts(config, repeats: int = 30) -> None:
                        for k, v in module.parameters}
             run = module.compile(TensorType(DType.float32, [1, n_in], device=CPU()), weights=weights)
             x = Tensor.from_dlpack(rng.standard_normal((1, n_in)).astype(np.float32))
-            for _ in range(3):
-                np.from_dlpack(run(x))
-            samples = []
-            for _ in range(repeats):
-                started = time.perf_counter()
-                np.from_dlpack(run(x))
-                samples.append(time.perf_counter() - started)
-            ms.append(1e3 * statistics.median(samples))
+            ms.append(1e3 * median_seconds(lambda: np.from_dlpack(run(x)), repeats))
         print(f"| {name} [{n_in}, {n_out}]: [out, in] x @ W.T / [in, out] x @ W | {ms[0]:.2f} ms | {ms[1]:.2f} ms |")
 
 
