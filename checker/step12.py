@@ -188,9 +188,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 
     model = _model(checkpoint)
     for name, part in (("greedy", lambda: _greedy_part(tokens, model, prompt, want)),
-                       ("eos", lambda: _eos_part(tokens, prompt)),
+                       ("eos", lambda: eos_part(tokens, prompt)),
                        ("top_k=1", lambda: _top1_part(tokens, prompt)),
-                       ("seeded sampling", lambda: _seeded_part(tokens, prompt))):
+                       ("seeded sampling", lambda: seeded_part(tokens, prompt))):
         try:
             run.add(part())
         except LearnerError as e:
@@ -227,11 +227,11 @@ def _greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
     if greedy == want:
         return Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}...", margin=0.0)
     mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
-    return Part("greedy", FAIL, _first_difference(greedy, want),
+    return Part("greedy", FAIL, first_difference(greedy, want),
                 [] if mistake else ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"], mistake)
 
 
-def _eos_part(tokens, prompt: list[int], scripted_class=None) -> Part:
+def eos_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     """Greedy on a script whose third pick is EOS: with eos_token_id it must stop right after it."""
     n = len(EOS_SCRIPT)
     scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: _one_hot_row(EOS_SCRIPT[min(i, n - 1)]))
@@ -260,11 +260,11 @@ def _top1_part(tokens, prompt: list[int], scripted_class=None) -> Part:
         mistake = TOP_K_PLUS_ONE  # every token one of the two best
     else:  # the same draws without top_k: top_k changed nothing
         mistake = TOP_K_IGNORED if tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, seed=0) == got else None
-    return Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {_first_difference(got, best)}",
+    return Part("top_k=1", FAIL, f"top_k=1 must pick the best token every time; {first_difference(got, best)}",
                 mistake=mistake)
 
 
-def _seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
+def seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     """Sampling on constant spread logits: reproducible per seed, one generator per call, in the top_k."""
     name, k = "seeded sampling", 40
     scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: SPREAD)
@@ -284,7 +284,7 @@ def _seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
                 margin=0.0)
 
 
-def _first_difference(got: list[int], want: list[int]) -> str:
+def first_difference(got: list[int], want: list[int]) -> str:
     if len(got) != len(want):
         return f"{len(got)} tokens, expected {len(want)}"
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)

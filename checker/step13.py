@@ -35,7 +35,7 @@ from checker.loading import require_module
 from checker.reference import EXTRA_TOKENS, NEW_TOKENS, PROMPT, activations, greedy_continuation, long_sequences
 from checker.report import FAIL, PASS, Part, Report
 from checker.runner import StepRun, int_tensor, tensor, to_numpy
-from checker.step12 import ScriptedModel, _eos_part, _first_difference, _seeded_part, tokenizer_of
+from checker.step12 import ScriptedModel, eos_part, first_difference, seeded_part, tokenizer_of
 from checker.weights import Checkpoint
 
 PAST = "past"  # the symbolic cache length
@@ -413,14 +413,14 @@ def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpo
         run.add(Part("generate", FAIL, f"{problem[0]} (calls as (new tokens, cached positions): "
                      f"{recorder.calls[:4]}...)", mistake=problem[1]))
     elif greedy != want:
-        run.add(Part("generate", FAIL, f"greedy on your compiled model with its cache: {_first_difference(greedy, want)}"))
+        run.add(Part("generate", FAIL, f"greedy on your compiled model with its cache: {first_difference(greedy, want)}"))
     else:
         run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the "
                      f"prompt ({len(prompt)} tokens) once, then 1 position per call, {len(recorder.calls)} calls",
                      margin=0.0))
     loop_fails = run.report.parts[-1].status != PASS
-    for name, part in (("eos", lambda: _eos_part(tokens, prompt, ScriptedCachedModel)),
-                       ("seeded sampling", lambda: _seeded_part(tokens, prompt, ScriptedCachedModel))):
+    for name, part in (("eos", lambda: eos_part(tokens, prompt, ScriptedCachedModel)),
+                       ("seeded sampling", lambda: seeded_part(tokens, prompt, ScriptedCachedModel))):
         try:
             added = run.add(part())
         except LearnerError as e:
