@@ -55,6 +55,24 @@ def _cache_file(name: str, checkpoint: Checkpoint, ids: np.ndarray) -> Path:
     return CACHE / "reference" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
 
 
+def _cached(path: Path, what: str, compute) -> dict[str, np.ndarray]:
+    """The arrays stored at `path`, or `compute()`'s (saying `what` it computes) stored there first;
+    a read-only checkout recomputes them next time."""
+    if path.exists():
+        with np.load(path) as data:
+            return dict(data)
+    print(f"Computing {what} with transformers (once)...", file=sys.stderr, flush=True)
+    refs = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **refs)
+        tmp.replace(path)
+    except OSError:
+        pass
+    return refs
+
+
 def load_hf_model(checkpoint: Checkpoint):
     """The Hugging Face GPT2LMHeadModel for `checkpoint`, float32, eval mode, on the CPU."""
     import torch
@@ -94,20 +112,8 @@ def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
       logits [B, T, V]         lm_head(last_hidden)
     """
     ids, _ = token_ids(checkpoint)
-    path = _cache_file("activations", checkpoint, ids)
-    if path.exists():
-        with np.load(path) as data:
-            return dict(data)
-    print("Computing reference outputs with transformers (once)...", file=sys.stderr, flush=True)
-    refs = _compute_activations(checkpoint, ids)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **refs)
-        tmp.replace(path)
-    except OSError:
-        pass  # read-only checkout: recompute next time
-    return refs
+    return _cached(_cache_file("activations", checkpoint, ids), "reference outputs",
+                   lambda: _compute_activations(checkpoint, ids))
 
 
 OFFSET = 5  # cached tokens before the sequence, for position embeddings
@@ -173,24 +179,17 @@ NEW_TOKENS = 20
 def greedy_continuation(checkpoint: Checkpoint, prompt_ids: list[int]) -> list[int]:
     """Hugging Face `generate`'s greedy continuation of `prompt_ids`: NEW_TOKENS ids, never stopping early."""
     ids = np.array([prompt_ids], dtype=np.int64)
-    path = _cache_file(f"greedy{NEW_TOKENS}", checkpoint, ids)
-    if path.exists():
-        with np.load(path) as data:
-            return data["ids"].tolist()
-    import torch
 
-    print("Computing the reference continuation with transformers (once)...", file=sys.stderr, flush=True)
-    model = load_hf_model(checkpoint)
-    out = model.generate(torch.from_numpy(ids), attention_mask=torch.ones_like(torch.from_numpy(ids)),
-                         max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                         eos_token_id=None, pad_token_id=0)
-    new = out[0, len(prompt_ids):].numpy()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, ids=new)
-    except OSError:
-        pass
-    return new.tolist()
+    def compute() -> dict[str, np.ndarray]:
+        import torch
+
+        out = load_hf_model(checkpoint).generate(
+            torch.from_numpy(ids), attention_mask=torch.ones_like(torch.from_numpy(ids)), max_new_tokens=NEW_TOKENS,
+            min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+        return {"ids": out[0, len(prompt_ids):].numpy()}
+
+    return _cached(_cache_file(f"greedy{NEW_TOKENS}", checkpoint, ids), "the reference continuation",
+                   compute)["ids"].tolist()
 
 
 EXTRA_TOKENS = 16  # step 13: tokens fed one at a time after the check inputs
@@ -205,20 +204,10 @@ def long_sequences(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     short, _ = token_ids(checkpoint)
     extra = np.random.default_rng(13).integers(0, 256, size=(short.shape[0], EXTRA_TOKENS))  # byte tokens
     ids = np.concatenate([short, extra], axis=1).astype(np.int64)
-    path = _cache_file("long", checkpoint, ids)
-    if path.exists():
-        with np.load(path) as data:
-            return dict(data)
-    import torch
 
-    print("Computing reference logits for longer sequences with transformers (once)...", file=sys.stderr, flush=True)
-    logits = load_hf_model(checkpoint)(torch.from_numpy(ids)).logits.numpy()
-    refs = {"ids": ids, "logits": logits}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **refs)
-        tmp.replace(path)
-    except OSError:
-        pass
-    return refs
+    def compute() -> dict[str, np.ndarray]:
+        import torch
+
+        return {"ids": ids, "logits": load_hf_model(checkpoint)(torch.from_numpy(ids)).logits.numpy()}
+
+    return _cached(_cache_file("long", checkpoint, ids), "reference logits for longer sequences", compute)

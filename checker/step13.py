@@ -81,7 +81,7 @@ CACHE_NOT_APPENDED = Mistake(
 CACHE_AFTER_NEW = Mistake(
     "cache-after-new", "the new keys and values were put before the cached ones",
     "positions are in order in the cache: cached first, then the new ones",
-    lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, order="new-first")[1])
+    lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, order="new-first"))  # (output, key, value)
 KV_SWAPPED = Mistake(
     "cache-keys-values-swapped", "the keys were returned where the values go, and the values where the keys go",
     "return (output, key, value): the model stores them in the cache as layer i's 2i-th and (2i+1)-th")
@@ -244,14 +244,13 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
         if key.shape == want_k.shape and compare(key, want_v, axes=axes, mistakes=[]).ok \
                 and compare(value, want_k, axes=axes, mistakes=[]).ok:
             return Part(name, FAIL, f"{case}: the keys returned are the values", mistake=KV_SWAPPED)
-        for what, got, want in (("keys", key, want_k), ("values", value, want_v)):
-            mistakes = [(CACHE_AFTER_NEW, CACHE_AFTER_NEW.compute(*inputs) if what == "keys"
-                         else _attention(*inputs, order="new-first")[2])]
-            v = compare(got, want, axes=axes, mistakes=mistakes)
+        for i, what, got, want in ((1, "keys", key, want_k), (2, "values", value, want_v)):
+            # mistakes are computed only when the comparison fails
+            v = compare(got, want, axes=axes, mistakes=((m, m.compute(*inputs)[i]) for m in [CACHE_AFTER_NEW]))
             if not v.ok:
                 return Part(name, FAIL, f"{case}, the {what} returned: {v.summary}", v.details, v.mistake, v.margin)
         v = compare(out, refs["attn"][:, P:P + T], axes=("sequences", "positions", ""),
-                    mistakes=[(m, m.compute(*inputs)) for m in OUTPUT_MISTAKES])
+                    mistakes=((m, m.compute(*inputs)) for m in OUTPUT_MISTAKES))
         if not v.ok:
             return Part(name, FAIL, f"{case}, the output: {v.summary}", v.details, v.mistake, v.margin)
         verdicts.append(v)
