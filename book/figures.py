@@ -216,7 +216,8 @@ def kv_cache_cost(path: Path, prompt: int = 10, new: int = 20) -> None:
 
 
 def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
-    """Step 13: the [T, P+T] mask built in two pieces, zeros [T, P] then causal_mask(T, 0)."""
+    """Step 13: the [T, P+T] mask's values, its columns for the cached keys and for the new ones outlined
+    (how to build it is the page's folded question, not the figure's)."""
     from checker.step02 import mask
 
     plt = _pyplot()
@@ -226,8 +227,7 @@ def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
     for (i, j), value in np.ndenumerate(full):
         ax.text(j, i, "0" if value == 0 else "-inf", ha="center", va="center", fontsize=9,
                 color="black" if value == 0 else "white")
-    for x0, width, color, label in ((0, P, "#1a73e8", f"zeros [{T}, {P}]\nthe cached keys"),
-                                    (P, T, "#e8710a", f"causal_mask({T}, 0)\nthe new keys")):
+    for x0, width, color, label in ((0, P, "#1a73e8", "the cached keys"), (P, T, "#e8710a", "the new keys")):
         ax.add_patch(plt.Rectangle((x0 - 0.46, -0.46), width - 0.08, T - 0.08, fill=False, edgecolor=color,
                                    linewidth=2.5))
         ax.text(x0 + width / 2 - 0.5, T - 0.35, label, ha="center", va="top", fontsize=8, color=color)
