@@ -44,11 +44,11 @@ def used_steps(module: ModuleType) -> dict[str, Path]:
 _checking_earlier = False  # set while the earlier steps run, so theirs are not re-run inside
 
 
-def _passes(step: str, path: Path, checkpoint, timeout: float) -> bool:
+def _verdict(step: str, path: Path, checkpoint, timeout: float) -> dict:
     """The step's verdict, from the cache while none of the files it depends on changed (checker.verdicts)."""
     from checker import verdicts
 
-    return verdicts.verdict(step, path, checkpoint, timeout=timeout)["ok"]
+    return verdicts.verdict(step, path, checkpoint, timeout=timeout)
 
 
 def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Part:
@@ -61,15 +61,23 @@ def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Par
     try:
         for step, path in used_steps(module).items():
             if step in CHECKS:
-                verdicts[step] = _passes(step, path, checkpoint, timeout)
+                verdicts[step] = _verdict(step, path, checkpoint, timeout)
     finally:
         _checking_earlier = False
     if not verdicts:
         return Part("earlier steps", PASS, "uses none of the course's earlier steps")
-    failing = [s for s, ok in verdicts.items() if not ok]
-    listing = ", ".join(f"{s} {'ok' if ok else 'FAILS'}" for s, ok in verdicts.items())
+
+    def status(v: dict) -> str:
+        return "ok" if v["ok"] else "stopped at the time limit" if v.get("cut_short") else "FAILS"
+
+    failing = [s for s, v in verdicts.items() if not v["ok"]]
+    listing = ", ".join(f"{s} {status(v)}" for s, v in verdicts.items())
     if not failing:
         return Part("earlier steps", PASS, f"the steps this one uses pass their checks: {listing}")
     first = failing[0]
-    return Part("earlier steps", FAIL, listing,
-                [f"fix step {first} first: pixi run s{first} (or python -m checker {first})"])
+    if verdicts[first].get("cut_short"):
+        fix = (f"step {first}'s check ran past the time limit of {timeout:g} s (--timeout): raise the limit, "
+               f"or check it alone: pixi run s{first}")
+    else:
+        fix = f"fix step {first} first: pixi run s{first} (or python -m checker {first})"
+    return Part("earlier steps", FAIL, listing, [fix])

@@ -187,6 +187,14 @@ class _Timeout(BaseException):
     pass
 
 
+_limits_hit = 0  # time limits reached in this process so far (checker.verdicts keeps no verdict cut short)
+
+
+def limits_hit() -> int:
+    """How many times a call into learner code ran past its time limit in this process."""
+    return _limits_hit
+
+
 GRACE = 5.0  # seconds past the time limit before the watchdog stops a check stuck in native code
 
 
@@ -219,6 +227,8 @@ def _time_limit(timeout: float, doing: str):
     try:
         yield
     except _Timeout:
+        global _limits_hit
+        _limits_hit += 1
         loc = _learner_line(sys.exc_info()[2])
         at = f"\n    at {loc[0]}: {loc[1]}" if loc else ""
         raise LearnerError(

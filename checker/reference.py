@@ -13,6 +13,7 @@ layer's sub-modules see and produce.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -65,7 +66,7 @@ def _cached(path: Path, what: str, compute) -> dict[str, np.ndarray]:
     refs = compute()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # one per process: checks may run side by side
         np.savez(tmp, **refs)
         tmp.replace(path)
     except OSError:

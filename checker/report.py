@@ -37,6 +37,7 @@ class Report:
     parts: list[Part] = field(default_factory=list)
     printed: str = ""  # what the learner's code printed, shown apart from the verdict
     files: list = field(default_factory=list)  # the course's step files the checked file imports (checker.verdicts)
+    cut_short: bool = False  # a time limit stopped learner code: the verdict holds for this limit only
 
     @property
     def ok(self) -> bool:

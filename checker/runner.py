@@ -82,6 +82,7 @@ class StepRun:
             header=[f"Weights: {checkpoint.describe()}", f"Input:   {inputs}"],
         )
         self.step = step
+        self.limits_hit = learner.limits_hit()  # so finish() knows whether a time limit cut this check short
         self.book = False  # the file follows the online book's contract for this step
 
     def import_step(self) -> ModuleType | None:
@@ -228,4 +229,5 @@ class StepRun:
         self.report.parts += [Part(n, SKIP, skipped_because) for n in self.names if n not in done]
         self.report.parts.sort(key=lambda p: self.names.index(p.name))
         self.report.printed = learner.printed()
+        self.report.cut_short = learner.limits_hit() > self.limits_hit
         return self.report

@@ -4,7 +4,9 @@ A check's verdict depends on the step file, the course's step files it imports
 (directly or through each other), the checker's own code and the checkpoint.
 Each verdict is stored with the sha256 of each of those; it is valid while
 they all still have it. So `pixi run progress` and the "earlier steps" part of
-steps 09-12 re-run a step only after something it depends on changed.
+steps 09-13 re-run a step only after something it depends on changed. A check
+that a time limit cut short (`--timeout`) is not kept: its verdict says how fast
+the code ran under that limit, not whether it is right.
 
     .cache/verdicts.json   {"07 /abs/path/steps/step_07.py": {"files": {path: sha256}, "checker": sha256,
                             "checkpoint": sha256, "ok": bool, "parts": [[name, status], ...]}}
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -60,16 +63,20 @@ def lookup(step: str, path: Path, checkpoint) -> dict | None:
 
 
 def store(step: str, path: Path, checkpoint, report) -> dict:
-    """Records `report`'s verdict with the sha256 of every file it read (report.files); returns the entry."""
+    """Records `report`'s verdict with the sha256 of every file it read (report.files); returns the entry
+    (with "cut_short": True, and not recorded, when a time limit stopped the check)."""
     files = {str(Path(f).resolve()): _sha(Path(f)) for f in [path, *report.files]}
-    entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
-    entry = entries[_key(step, path)] = {
+    entry = {
         "files": files, "checker": checker_sha(), "checkpoint": checkpoint.sha256, "ok": report.ok,
         "parts": [[p.name, p.status] for p in report.parts],
     }
+    if report.cut_short:
+        return {**entry, "cut_short": True}
+    entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
+    entries[_key(step, path)] = entry
     try:
         STORE.parent.mkdir(parents=True, exist_ok=True)
-        tmp = STORE.with_suffix(".tmp")
+        tmp = STORE.with_name(f"{STORE.name}.{os.getpid()}.tmp")  # one per process: checks may run side by side
         tmp.write_text(json.dumps(entries, indent=1))
         tmp.replace(STORE)
     except OSError:

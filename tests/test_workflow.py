@@ -31,6 +31,23 @@ def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learne
     assert verdicts.lookup("09", nine, checkpoint) is None
 
 
+def test_a_check_cut_short_by_the_time_limit_keeps_no_verdict(checkpoint, learner_repo):
+    """A right but slow step 10 under step 11's --timeout: step 11 says the limit stopped step 10 (not that
+    10 is wrong), and neither verdict is kept, so the next check without the limit is not misled."""
+    ten, eleven = learner_repo / "steps" / "step_10.py", learner_repo / "steps" / "step_11.py"
+    source = ten.read_text()
+    line = "        seq_len = input_ids.shape[-1]\n"
+    ten.write_text(source.replace(line, "        __import__('time').sleep(4)  # slow, still right\n" + line, 1))
+    assert ten.read_text() != source
+    cut = run_python("-m", "checker", "11", "--timeout", "2", cwd=learner_repo, timeout=1200)
+    assert cut.returncode == 1 and "10 stopped at the time limit" in cut.stdout, cut.stdout + cut.stderr
+    assert "ran past the time limit of 2 s (--timeout)" in cut.stdout
+    assert verdicts.lookup("10", ten, checkpoint) is None and verdicts.lookup("11", eleven, checkpoint) is None
+    full = run_python("-m", "checker", "10", cwd=learner_repo, timeout=1200)
+    assert full.returncode == 0, full.stdout + full.stderr
+    assert verdicts.lookup("10", ten, checkpoint)["ok"]
+
+
 def test_earlier_steps_come_from_the_cache(checkpoint, learner_repo):
     """s11 re-runs none of steps 01-10 when they did not change: the second run is much faster."""
     first = run_python("-m", "checker", "11", cwd=learner_repo, timeout=1200)
