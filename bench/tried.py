@@ -7,6 +7,8 @@
    against [in, out] (`x @ W`).
 3. The tied head as a broadcast multiply and a sum (`F.sum(wte * x, axis=-1)`) against the matmul,
    in solution 13's decode.
+4. A matrix-vector kernel written in Mojo (bench/kernel.py) for every product, alone at batch 1 and in
+   solution 13's decode (its Linears and its tied head).
 
 Each decode figure is the median tokens/s of 3 greedy runs (128-token prompt, 64 new tokens) after a
 warm-up, the variants interleaved; the greedy tokens of each variant are compared with solution 13's.
@@ -29,15 +31,17 @@ VARIANTS = {
     "multiply-and-sum head": [("return (last @ t.wte.weight.T, *new_cache)",
                                "return (F.squeeze(F.sum(t.wte.weight * F.unsqueeze(last, 1), axis=-1), -1), *new_cache)")],
 }
+KERNEL = "Mojo matvec kernel"  # its Linears swapped too (bench.kernel.linears_on_kernel)
+KERNEL_HEAD = [("return (last @ t.wte.weight.T, *new_cache)", "return (matvec()(last, t.wte.weight), *new_cache)")]
 
 
-def variant_class(edits: list[tuple[str, str]]):
-    """Solution 13's GPT2WithCache with `edits` made to its source."""
+def variant_class(edits: list[tuple[str, str]], **names):
+    """Solution 13's GPT2WithCache with `edits` made to its source (`names` added to its globals)."""
     source = SOLUTION.read_text()
     for old, new in edits:
         assert source.count(old) == 1, old
         source = source.replace(old, new)
-    namespace: dict = {}
+    namespace: dict = dict(names)
     exec(compile(source, "<solution 13, edited>", "exec"), namespace)
     return namespace["GPT2WithCache"]
 
@@ -45,6 +49,7 @@ def variant_class(edits: list[tuple[str, str]]):
 def decode_variants(checkpoint) -> None:
     from max.experimental import functional as F
 
+    from bench.kernel import linears_on_kernel, matvec
     from bench.kv_cache import greedy
     from checker.step11 import stored_tensors
     from checker.step13 import compile_with_cache
@@ -61,6 +66,8 @@ def decode_variants(checkpoint) -> None:
         started = time.perf_counter()
         runs[name] = compile_with_cache(cls(model), config)
         print(f"{name}: compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    with linears_on_kernel(model):
+        runs[KERNEL] = compile_with_cache(variant_class(KERNEL_HEAD, matvec=matvec)(model), config)
     prompt = np.random.default_rng(0).integers(0, config.vocab_size, (1, 128))
     rates: dict[str, list[float]] = {name: [] for name in runs}
     tokens = {}
@@ -96,21 +103,30 @@ def layouts(config, repeats: int = 30) -> None:
         def forward(self, x):
             return x @ self.weight
 
+    class Kernel(OutIn):
+        def forward(self, x):
+            return matvec()(x, self.weight)
+
     from bench.__main__ import median_seconds
+    from bench.kernel import matvec
     from bench.matvec import matvec_shapes
 
     rng = np.random.default_rng(0)
     for name, n_in, n_out, _, _ in matvec_shapes(config):
-        ms = []
-        for cls in (OutIn, InOut):
+        ms, runs = [], []
+        x = rng.standard_normal((1, n_in)).astype(np.float32)
+        w = rng.standard_normal((n_out, n_in)).astype(np.float32)
+        for cls, weight in ((OutIn, w), (InOut, np.ascontiguousarray(w.T)), (Kernel, w)):
             with F.lazy():
                 module = cls(n_in, n_out)
-            weights = {k: rng.standard_normal(tuple(int(d) for d in v.shape)).astype(np.float32)
-                       for k, v in module.parameters}
-            run = module.compile(TensorType(DType.float32, [1, n_in], device=CPU()), weights=weights)
-            x = Tensor.from_dlpack(rng.standard_normal((1, n_in)).astype(np.float32))
-            ms.append(1e3 * median_seconds(lambda: np.from_dlpack(run(x)), repeats))
-        print(f"| {name} [{n_in}, {n_out}]: [out, in] x @ W.T / [in, out] x @ W | {ms[0]:.2f} ms | {ms[1]:.2f} ms |")
+            runs.append(module.compile(TensorType(DType.float32, [1, n_in], device=CPU()), weights={"weight": weight}))
+        xt = Tensor.from_dlpack(x)
+        outs = [np.from_dlpack(run(xt)) for run in runs]
+        worst = max(float(np.abs(out - outs[0]).max()) for out in outs)
+        for _ in range(2):  # interleaved, the median of the second round kept
+            ms = [1e3 * median_seconds(lambda: np.from_dlpack(run(xt)), repeats) for run in runs]
+        print(f"| {name} [{n_in}, {n_out}]: x @ W.T [out, in] / x @ W [in, out] / Mojo kernel | {ms[0]:.2f} ms | "
+              f"{ms[1]:.2f} ms | {ms[2]:.2f} ms | outputs within {worst:.1e} |")
 
 
 def main() -> int:

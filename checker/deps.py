@@ -41,7 +41,7 @@ def used_steps(module: ModuleType) -> dict[str, Path]:
     return {step: Path(mod.__file__) for step, mod in used_modules(module).items()}
 
 
-_checking_earlier = False  # set while the earlier steps run, so theirs are not re-run inside
+_found: dict[str, dict] | None = None  # while earlier steps are checked: their verdicts so far, by step
 
 
 def _verdict(step: str, path: Path, checkpoint, timeout: float) -> dict:
@@ -52,18 +52,25 @@ def _verdict(step: str, path: Path, checkpoint, timeout: float) -> dict:
 
 
 def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Part:
-    """One part: PASS if every used step with a check passes it; else which to fix first."""
-    global _checking_earlier
-    if _checking_earlier:
-        return Part("earlier steps", PASS, "checked by the step that uses this one")
+    """One part: PASS if every used step with a check passes it; else which to fix first.
+
+    The steps are checked in order, so when step 10's check runs inside step 13's, the verdicts of the
+    steps 10 uses are already known: each earlier step is checked once, and judged as when checked alone.
+    """
+    global _found
+    outermost = _found is None
+    if outermost:
+        _found = {}
     verdicts = {}
-    _checking_earlier = True
     try:
         for step, path in used_steps(module).items():
             if step in CHECKS:
-                verdicts[step] = _verdict(step, path, checkpoint, timeout)
+                if step not in _found:
+                    _found[step] = _verdict(step, path, checkpoint, timeout)
+                verdicts[step] = _found[step]
     finally:
-        _checking_earlier = False
+        if outermost:
+            _found = None
     if not verdicts:
         return Part("earlier steps", PASS, "uses none of the course's earlier steps")
 

@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 from tests.conftest import run_python
 
 # A decode that forgets its cache: every step after the prefill sees only the newest token.
@@ -62,3 +64,19 @@ def test_weight_bytes_per_token_counts_what_a_decode_step_reads():
     # Every parameter once (the head is tied to wte), but wpe, of which one row is read.
     values = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
     assert weight_bytes_per_token(learner_config(config.to_dict())) == 4 * values
+
+
+def test_the_mojo_kernel_computes_x_times_w_transposed():
+    """bench.kernel's Mojo matrix-vector products (what `python -m bench.tried` measures) against numpy,
+    with sizes that leave a remainder for each of its loops (16 floats per SIMD step, 4 rows per pass)."""
+    from max.experimental.tensor import Tensor
+
+    from bench.kernel import matvec, matvec_bias
+
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in [(3, 37), (23, 37), (23,)])
+    want = x.astype(np.float64) @ w.T.astype(np.float64)
+    got = np.from_dlpack(matvec()(Tensor.from_dlpack(x), Tensor.from_dlpack(w)))
+    with_bias = np.from_dlpack(matvec_bias()(Tensor.from_dlpack(x), Tensor.from_dlpack(w), Tensor.from_dlpack(b)))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(with_bias, want + b, atol=1e-5)
