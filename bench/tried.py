@@ -1,6 +1,6 @@
 """`python -m bench.tried`: what was tried to bring decode closer to the memory limit, measured again.
 
-    python -m bench.tried           the three experiments below (~1 min on 2 CPUs; ~4 min the first time: two new graphs)
+    python -m bench.tried           the four experiments below (~1.5 min on 2 CPUs; ~5 min the first time: new graphs)
 
 1. LayerNorm as MAX's single `F.layer_norm` op against step 03's five ops, in solution 13's decode.
 2. Each weight product at batch 1 with the weight stored [out, in] (`x @ W.T`, as Linear stores it)
