@@ -5,8 +5,8 @@
 
 bench/kernels/matvec/__init__.mojo registers them as the custom ops `matvec_t` and `matvec_bias_t`:
 each of 8 tasks takes a band of w's rows and streams it once, four rows at a time against one load
-of x, 16 floats per SIMD operation. It is written for decode (N = 1); a prompt of N positions would read w's rows N times.
-MAX compiles the package when the op is declared (~20 s).
+of x, 16 floats per SIMD operation. It is written for decode (N = 1); a prompt of N positions would
+read w's rows N times. MAX compiles the package when the op is declared (~20 s).
 """
 
 from __future__ import annotations

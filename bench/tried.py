@@ -89,6 +89,10 @@ def layouts(config, repeats: int = 30) -> None:
     from max.experimental.tensor import Tensor
     from max.graph import TensorType
 
+    from bench.__main__ import median_seconds
+    from bench.kernel import matvec
+    from bench.matvec import matvec_shapes
+
     class OutIn(Module):
         def __init__(self, n_in, n_out):
             self.weight = Tensor.zeros([n_out, n_in])
@@ -107,13 +111,9 @@ def layouts(config, repeats: int = 30) -> None:
         def forward(self, x):
             return matvec()(x, self.weight)
 
-    from bench.__main__ import median_seconds
-    from bench.kernel import matvec
-    from bench.matvec import matvec_shapes
-
     rng = np.random.default_rng(0)
     for name, n_in, n_out, _, _ in matvec_shapes(config):
-        ms, runs = [], []
+        runs = []
         x = rng.standard_normal((1, n_in)).astype(np.float32)
         w = rng.standard_normal((n_out, n_in)).astype(np.float32)
         for cls, weight in ((OutIn, w), (InOut, np.ascontiguousarray(w.T)), (Kernel, w)):

@@ -310,11 +310,7 @@ def next_hint(step: str, part: str) -> str:
         return (f"No more hints for {part} (all {len(hints)} shown above, last: {hints[-1]})\n"
                 f"See the reference for this part: pixi run s{step} --solution")
     state[step] = {"part": part, "level": level}
-    try:
-        STATE.parent.mkdir(parents=True, exist_ok=True)
-        STATE.write_text(json.dumps(state, indent=1))
-    except OSError:
-        pass  # a read-only checkout: the hint is still shown, the next one repeats it
+    paths.save(STATE, lambda tmp: tmp.write_text(json.dumps(state, indent=1)))  # read-only: the next hint repeats
     more = "run again for the next one" if level < len(hints) else f"last one; pixi run s{step} --solution shows the code"
     return f"hint {level} of {len(hints)} for {part}: {hints[level - 1]}\n({more})"
 

@@ -1,6 +1,7 @@
 """Where things live. Everything is relative to the repository root, so the
 checks work from any current directory."""
 
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -27,3 +28,17 @@ def shown(path: Path) -> str:
         return str(Path(path).resolve().relative_to(REPO))
     except ValueError:
         return str(path)
+
+
+def save(path: Path, write) -> bool:
+    """Writes `path` with `write(tmp)` into a file of this process's own, then renames it over `path`: a
+    check running beside this one reads the old file or the new, never half of one. False when the
+    folder is read-only (what was computed is then simply not kept)."""
+    tmp = path.with_name(f".{os.getpid()}.{path.name}")  # the same suffix: np.savez keeps the name as it is
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        tmp.replace(path)
+        return True
+    except OSError:
+        return False

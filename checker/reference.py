@@ -13,14 +13,13 @@ layer's sub-modules see and produce.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
-from checker.paths import CACHE
+from checker.paths import CACHE, save
 from checker.weights import Checkpoint
 
 FORMAT = 4  # bump when what is captured changes
@@ -64,13 +63,7 @@ def _cached(path: Path, what: str, compute) -> dict[str, np.ndarray]:
             return dict(data)
     print(f"Computing {what} with transformers (once)...", file=sys.stderr, flush=True)
     refs = compute()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")  # one per process: checks may run side by side
-        np.savez(tmp, **refs)
-        tmp.replace(path)
-    except OSError:
-        pass
+    save(path, lambda tmp: np.savez(tmp, **refs))
     return refs
 
 

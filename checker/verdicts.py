@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from functools import cache
 from pathlib import Path
 
-from checker.paths import CACHE, REPO
+from checker.paths import CACHE, REPO, save
 
 STORE = CACHE / "verdicts.json"
 
@@ -74,13 +73,7 @@ def store(step: str, path: Path, checkpoint, report) -> dict:
         return {**entry, "cut_short": True}
     entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
     entries[_key(step, path)] = entry
-    try:
-        STORE.parent.mkdir(parents=True, exist_ok=True)
-        tmp = STORE.with_name(f"{STORE.name}.{os.getpid()}.tmp")  # one per process: checks may run side by side
-        tmp.write_text(json.dumps(entries, indent=1))
-        tmp.replace(STORE)
-    except OSError:
-        pass  # a read-only checkout: verdicts are recomputed each time
+    save(STORE, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))  # read-only: recomputed each time
     return entry
 
 

@@ -23,6 +23,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+from checker.paths import save
+
 # The eager ops each step's solution runs, and roughly how long each took to
 # compile on a 2-core CPU, in seconds (the first use on a machine).
 COST = {"matmul": 73, "band_part": 42, "softmax": 36, "div": 33, "add": 30, "mul": 30, "split": 25,
@@ -119,12 +121,7 @@ def finish(step: str, workers: list[subprocess.Popen]) -> None:
         return
     started = time.perf_counter()
     if all(w.wait() == 0 for w in workers):
-        stamp = _stamp()
-        try:
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            stamp.write_text(json.dumps(_warmed() | {step: version("max")}))
-        except OSError:
-            pass
+        save(_stamp(), lambda tmp: tmp.write_text(json.dumps(_warmed() | {step: version("max")})))
         print(f"...kernels ready (waited {time.perf_counter() - started:.0f} s more).", file=sys.stderr, flush=True)
 
 

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from checker.paths import CACHE, WEIGHTS, shown
+from checker.paths import CACHE, WEIGHTS, save, shown
 
 HF_REPO_ID = "openai-community/gpt2"
 DOWNLOADED = WEIGHTS / "gpt2"
@@ -171,11 +171,7 @@ def verify(path: Path, expected: str, remedy: str = REDOWNLOAD) -> str:
             f"but {expected[:12]}... was recorded when it was written.\n{remedy}"
         )
     stamps[str(path)] = fingerprint
-    try:
-        _STAMPS.parent.mkdir(parents=True, exist_ok=True)
-        _STAMPS.write_text(json.dumps(stamps, indent=1))
-    except OSError:
-        pass  # a read-only checkout still works; it just hashes every time
+    save(_STAMPS, lambda tmp: tmp.write_text(json.dumps(stamps, indent=1)))  # read-only: hashed every time
     return actual
 
 
