@@ -148,30 +148,39 @@ def example_07() -> str:
 
 def example_08() -> str:
     x = np.array([1.0, 2.0, 3.0, 6.0])
-    normed = gpt2_np.layer_norm(x, np.ones(4), np.zeros(4), 1e-5)
-    update = 0.5 * normed  # a sub-layer that halves its input, for the example
-    return ("One token, 4 channels, a LayerNorm with weight 1 and bias 0, and a sub-layer that halves "
+    ln = lambda t: gpt2_np.layer_norm(t, np.ones(4), np.zeros(4), 1e-5)  # noqa: E731
+    sublayer = lambda t: t * t  # noqa: E731  (a sub-layer that squares its input, for the example)
+    pre, post = x + sublayer(ln(x)), ln(x + sublayer(x))
+    return ("One token, 4 channels, a LayerNorm with weight 1 and bias 0, and a sub-layer that squares "
             "its input:\n\n" + _block(
-                f"stream x          = {_matrix(x)}",
-                f"ln(x)             = {_matrix(normed)}",
-                f"sublayer(ln(x))   = {_matrix(update)}",
-                f"x + sublayer(...) = {_matrix(x + update)}")
-            + "\n\nThe stream keeps its size (6 stays about 6); only the update was computed from the "
-            "normalised copy. A post-norm block would return ln(x + sublayer(x)) instead, and every block "
-            "would shrink the stream back to variance 1.")
+                f"the stream x                  = {_matrix(x)}",
+                f"its normalised copy ln(x)     = {_matrix(ln(x))}",
+                f"the sub-layer on that copy    = {_matrix(sublayer(ln(x)))}",
+                "",
+                f"residual_step returns (GPT-2) = {_matrix(pre)}",
+                f"post-norm would return        = {_matrix(post)}")
+            + "\n\nWork out which of the rows above make GPT-2's: your `residual_step` must return it for these "
+            "inputs. GPT-2's keeps the stream's size (its last channel goes from 6 to "
+            f"{pre[-1]:.2f}); post-norm's output has mean {abs(post.mean()):.2f} and variance {post.var():.2f}, "
+            "whatever the stream held.")
 
 
 def example_09() -> str:
     x = np.array([1.0, 2.0, 3.0, 6.0])
     ln = lambda t: gpt2_np.layer_norm(t, np.ones(4), np.zeros(4), 1e-5)  # noqa: E731
-    after = x + 0.5 * ln(x)
-    out = after - 0.25 * ln(after)
-    return ("The block is two residual steps in a row. With the example of step 08 (an \"attention\" that "
-            "halves, an \"MLP\" that multiplies by -0.25):\n\n" + _block(
-                f"x                           = {_matrix(x)}",
-                f"after attention half: x + attn(ln_1(x)) = {_matrix(after)}",
-                f"after MLP half: h + mlp(ln_2(h))        = {_matrix(out)}")
-            + "\n\nThe MLP half reads h, the stream after the attention half, not x.")
+    attn, mlp = (lambda t: t * t), (lambda t: -np.maximum(t, 0))  # noqa: E731
+    after = x + attn(ln(x))
+    out = after + mlp(ln(after))
+    parallel = x + attn(ln(x)) + mlp(ln(x))
+    return ("Step 08's example again, with an \"attention\" that squares its input and an \"MLP\" that "
+            "negates its positive entries and zeroes the rest (LayerNorms with weight 1 and bias 0):\n\n" + _block(
+                f"x, the block's input                = {_matrix(x)}",
+                f"the stream after the attention half = {_matrix(after)}",
+                f"the block's output                  = {_matrix(out)}",
+                "",
+                f"both halves reading x (wrong)       = {_matrix(parallel)}")
+            + "\n\nWhich stream did the MLP half read to give the block's output? Your `GPT2Block` with these "
+            "sub-layers gives the same numbers.")
 
 
 def example_10() -> str:
@@ -196,7 +205,7 @@ def example_11() -> str:
             "of wte.\n\n" + _block(
                 "wte.weight [4, 3]:", _matrix(wte, 1, rows=[f"token {i}" for i in range(4)]),
                 f"hidden state [3]   = {_matrix(h, 1)}",
-                f"logits = h @ wte.T = {_matrix(h @ wte.T, 2)}   (token 0 scores highest)")
+                f"logits, h · each row = {_matrix(h @ wte.T, 2)}   (token 0 scores highest)")
             + "\n\nConv1D stores a 3 -> 2 layer as [in, out] = [3, 2]; Linear(3, 2) holds [out, in] = [2, 3], "
             "the transpose:\n\n" + _block("Conv1D weight [3, 2]:", _matrix(conv, 0), "Linear weight [2, 3]:",
                                           _matrix(conv.T, 0)))
@@ -226,13 +235,12 @@ def example_13() -> str:
     past_key, past_value = k[:, :3], v[:, :3]  # the cache after t0..t2: [H, P, D] = [2, 3, 4]
     key = np.concatenate([past_key, k[:, 3:]], axis=-2)  # cached first, then t3's own: [2, 4, 4]
     value = np.concatenate([past_value, v[:, 3:]], axis=-2)
-    mask = np.concatenate([np.zeros((1, 3)), causal_mask(1, 0)], axis=-1)  # [T, P+T] = [1, 4]
+    mask = causal_mask(1, 3)  # [T, P+T] = [1, 4]: t3 sees every key
     scores = q[:, 3:] @ np.swapaxes(key, -1, -2) / np.sqrt(4) + mask  # [H, 1, 4]
     weights = attention_np.softmax(scores)
     cached = attention_np.merge_heads((weights @ value)[None])[0, 0]  # [8]
     tok = [f"t{i}" for i in range(4)]
     T, P = 2, 3
-    pieces = np.concatenate([np.zeros((T, P)), causal_mask(T, 0)], axis=-1)
     cols = [f"c{j}" for j in range(P)] + [f"n{j}" for j in range(T)]
     rows = [f"q{i}" for i in range(T)]
     without, with_cache = positions_processed(10, 20)
@@ -248,10 +256,10 @@ def example_13() -> str:
                      f"t3's output with the cache = {_matrix(cached, 3)}",
                      f"max|diff| = {np.abs(full - cached).max():.1e}")
             + "\n\nThe same numbers: the cached keys and values are the ones the full run would compute again, "
-            "since t0..t2 never see t3. With T = 2 new tokens after P = 3 cached ones the mask is [T, P+T] = "
-            "[2, 5], zeros [2, 3] for the cached keys next to causal_mask(2, 0) for the new ones:\n\n"
-            + _block(_matrix(pieces, 0, rows=rows, cols=cols), "",
-                     f"equal to step 02's causal_mask({T}, {P}): {bool(np.array_equal(pieces, causal_mask(T, P)))}")
+            f"since t0..t2 never see t3. With T = {T} new tokens after P = {P} cached ones, the mask must hold "
+            f"step 02's causal_mask({T}, {P}), [T, P+T] = [{T}, {P + T}]; its columns follow the keys, cached "
+            "(c) first, then new (n):\n\n"
+            + _block(_matrix(causal_mask(T, P), 0, rows=rows, cols=cols))
             + f"\n\nThe cost, for a 10-token prompt and 20 new tokens: {sum(without)} positions without a "
             f"cache (10 + 11 + ... + 29), {sum(with_cache)} with one (10, then 1 per token; the last token is "
             "never fed back).")

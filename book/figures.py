@@ -100,6 +100,69 @@ def _boxes(path: Path, boxes: list[tuple[str, str]], title: str, figsize=(6.5, 4
     _save(fig, path)
 
 
+def _stream(ax, branches: list[list[str]], post_norm: str | None = None, stream_note: str = "the stream") -> None:
+    """The residual stream drawn upwards at x = 1.5; each branch leaves it, runs up through its boxes and
+    joins it again at a "+". With `post_norm`, that box sits on the stream after the last "+"."""
+    plt = _pyplot()
+    line = {"color": "#666666", "linewidth": 1}
+    arrow = {"arrowstyle": "->", "color": "#666666"}
+    stream = {"color": "#1a73e8", "linewidth": 2.5}
+    box_h, x_box = 0.8, 4.5
+    ax.text(1.5, 0.0, "x", ha="center", va="center", fontsize=11, family="monospace")
+    ax.text(0.6, 0.9, stream_note, rotation=90, ha="center", va="bottom", fontsize=8, color="#1a73e8")
+    y = 0.3
+    for boxes in branches:
+        start, fork = y, y + 0.4
+        ax.plot([1.5, x_box], [fork, fork], **line)
+        y = fork
+        for label in boxes:
+            ax.annotate("", xy=(x_box, y + 0.4), xytext=(x_box, y), arrowprops=arrow)
+            y += 0.4
+            ax.add_patch(plt.Rectangle((x_box - 1.4, y), 2.8, box_h, facecolor="#e8f0fe", edgecolor="#1a73e8"))
+            ax.text(x_box, y + box_h / 2, label, ha="center", va="center", fontsize=9, family="monospace")
+            y += box_h
+        plus = y + 0.4
+        ax.plot([x_box, x_box], [y, plus], **line)
+        ax.annotate("", xy=(1.78, plus), xytext=(x_box, plus), arrowprops=arrow)
+        ax.plot([1.5, 1.5], [start, plus - 0.25], **stream)
+        ax.add_patch(plt.Circle((1.5, plus), 0.25, facecolor="white", edgecolor="#1a73e8", linewidth=1.5))
+        ax.text(1.5, plus, "+", ha="center", va="center", fontsize=11)
+        y = plus + 0.25
+    if post_norm:
+        ax.plot([1.5, 1.5], [y, y + 0.3], **stream)
+        ax.add_patch(plt.Rectangle((0.3, y + 0.3), 2.4, box_h, facecolor="#fde7e9", edgecolor="#c5221f"))
+        ax.text(1.5, y + 0.3 + box_h / 2, post_norm, ha="center", va="center", fontsize=9, family="monospace")
+        y += 0.3 + box_h
+    ax.annotate("", xy=(1.5, y + 0.6), xytext=(1.5, y), arrowprops={"arrowstyle": "->", "color": "#1a73e8", "lw": 2})
+    ax.text(1.5, y + 0.85, "out", ha="center", va="center", fontsize=10, family="monospace")
+    ax.set_xlim(-0.2, 8.5)
+    ax.set_ylim(-0.4, y + 1.1)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def residual(path: Path) -> None:
+    """Step 08: where the LayerNorm sits, the original Transformer's way and GPT-2's."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.3))
+    _stream(axes[0], [["sublayer"]], post_norm="ln")
+    axes[0].set_title("post-norm (the original Transformer)", fontsize=10)
+    _stream(axes[1], [["ln", "sublayer"]])
+    axes[1].set_title("pre-norm (GPT-2)", fontsize=10)
+    _save(fig, path)
+
+
+def block(path: Path) -> None:
+    """Step 09: a block is two pre-norm residual steps, attention first."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 5.6))
+    _stream(ax, [["ln_1", "attn"], ["ln_2", "mlp"]], stream_note="the stream, [B, T, 768]")
+    ax.text(6.1, 1.6, "attention half:\ntokens exchange", fontsize=8, color="#444444", va="center")
+    ax.text(6.1, 4.5, "MLP half:\neach token alone", fontsize=8, color="#444444", va="center")
+    ax.set_title("a GPT-2 block", fontsize=10)
+    _save(fig, path)
+
+
 def parameters(path: Path) -> None:
     """Step 01: where GPT-2 small's 124M parameters are."""
     from book.examples import parameter_counts
@@ -245,15 +308,11 @@ FIGURES = {
     "activations.svg": activations,
     "token-lookup.svg": lambda p: lookup(p, [2, 0, 4, 2], 6, "token id"),
     "position-lookup.svg": lambda p: lookup(p, [2, 3, 4], 8, "position"),
-    "residual.svg": lambda p: _boxes(p, [("x", "the stream, [B, T, 768]"), ("ln(x)", "a normalised copy"),
-                                         ("sublayer(ln(x))", "attention or MLP"),
-                                         ("x + sublayer(ln(x))", "added back onto the stream")],
-                                     "one residual step (pre-norm)"),
-    "block.svg": lambda p: _boxes(p, [("x", "the block's input"), ("h = x + attn(ln_1(x))", "tokens exchange"),
-                                      ("h + mlp(ln_2(h))", "each token alone")], "a GPT-2 block"),
+    "residual.svg": residual,
+    "block.svg": block,
     "model.svg": lambda p: _boxes(p, [("input_ids [B, T]", "token ids"), ("wte + wpe", "[B, T, 768]"),
                                       ("h.0 ... h.11", "12 blocks, same shape"), ("ln_f", "once, at the end"),
-                                      ("@ wte.weight.T", "step 11: logits [B, T, 50257]")],
+                                      ("tied head: rows of wte", "step 11: logits [B, T, 50257]")],
                                   "the model body, then the tied head", figsize=(6.5, 4.6)),
     "sampling.svg": sampling,
     "kv-cache.svg": kv_cache_cost,

@@ -56,25 +56,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     step = args.step.zfill(2)
-    from checker.registry import CHECKS, check_module, prepare
+    from checker.registry import CHECKS, prepare
 
     if step not in CHECKS:
         parser.error(f"no check for step {step} yet (have: {', '.join(sorted(CHECKS))})")
 
-    from checker import paths, warmup
+    from checker import layout, paths, warmup
     from checker.report import use_color
     from checker.weights import WeightsError, find_checkpoint
 
     path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.check_solution))
+    number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
     started = time.perf_counter()
     try:
         workers = warmup.start(step)  # compiles in the background while references load
         checkpoint = find_checkpoint()
-        module = check_module(step)
         prepare(step, checkpoint)
         warmup.finish(step, workers)
         warmup.announce_compiles()
-        report = module.check(path, checkpoint, timeout=args.timeout)
+        report = layout.check(step, path, checkpoint, timeout=args.timeout, number=number)
     except WeightsError as e:
         print(f"Weights problem: {e}", file=sys.stderr)
         return 2

@@ -110,6 +110,13 @@ def _ranges(indices) -> str:
     return ", ".join(out)
 
 
+def _specials(values: np.ndarray) -> str:
+    """'-inf', 'NaN', '+inf or NaN': the kinds of non-finite value among `values`."""
+    kinds = [name for name, hit in (("-inf", np.isneginf(values)), ("+inf", np.isposinf(values)),
+                                    ("NaN", np.isnan(values))) if hit.any()]
+    return " or ".join(kinds) or "inf or NaN"
+
+
 def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
     """Names the entries of each named axis where any element is wrong.
 
@@ -199,8 +206,10 @@ def compare(
             summary = (f"max|diff| {max_diff:.1e}, {margin:.2g}x the allowed {tol.rule(want)} "
                        f"(reference values up to {scale:.2g})")
     else:
-        counts = [(int((np.isfinite(got) & ~np.isfinite(want)).sum()), "finite where the reference has inf or NaN"),
-                  (int((~np.isfinite(got) & np.isfinite(want)).sum()), "inf or NaN where the reference is finite"),
+        where_special = np.isfinite(got) & ~np.isfinite(want)
+        where_finite = ~np.isfinite(got) & np.isfinite(want)
+        counts = [(int(where_special.sum()), f"finite where the reference holds {_specials(want[where_special])}"),
+                  (int(where_finite.sum()), f"{_specials(got[where_finite])} where the reference is finite"),
                   (int((~np.isfinite(got) & ~np.isfinite(want) & ~same_special).sum()),
                    "inf or NaN of another kind than the reference's")]
         summary = "; ".join(f"{n} of {got.size} values are {what}" for n, what in counts if n)

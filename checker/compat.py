@@ -9,7 +9,9 @@ The online book followed MAX's Python API as it moved:
 
 and in 26.7 `max.nn` is a different, layer-based API whose `Module` and `Linear` are other classes.
 The book's skeletons also import earlier steps from its own `solutions.solution_NN`; here a
-learner's steps build on the learner's own, so in steps/ those imports get `steps.step_NN`.
+learner's steps build on the learner's own, so in steps/ those imports get `steps.step_NN`. Its
+February 2026 layout imports them as plain `step_NN` (its own numbers, run from its steps/ folder):
+that is the file step_NN.py beside the importing one (`steps.step_NN` in this course's steps/).
 
 `install()` puts a hook in front of `import` that acts only on imports written in a learner's file
 (not this course's solutions): the names of 25.7 and 26.1 resolve to their 26.7 modules, and
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import importlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -39,6 +43,7 @@ MODULES = {
 # MAX 26.1's `max.nn` held the module API that 26.7 keeps in max.experimental.nn.
 NN_26_1 = {"Module", "Linear", "Embedding", "Sequential", "ModuleList"}
 SOLUTION = re.compile(r"^solutions\.solution_(\d\d)$")
+SIBLING = re.compile(r"^step_(\d\d)$")  # the online book's February 2026 layout: from step_NN import ...
 
 _original_import = builtins.__import__
 _is_learner_file = None  # checker.learner.is_learner_file, set by install()
@@ -60,6 +65,28 @@ def _in_steps(file: str) -> bool:
     return Path(file).parent.name == "steps"
 
 
+def sibling(name: str, file: str) -> str | None:
+    """`import step_NN` written in `file`: the name of the module of step_NN.py in the same folder, imported
+    now (`steps.step_NN` for this course's steps/, else a name of its own per folder); None when the
+    folder has no such file."""
+    path = Path(file).resolve().parent / f"{name}.py"
+    if not path.exists():
+        return None
+    if path.parent == REPO / "steps":
+        return f"steps.{name}"
+    module_name = f"{name}__{hashlib.sha256(str(path.parent).encode()).hexdigest()[:12]}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    return module_name
+
+
 class _Mixed(ModuleType):
     """26.7's `max.nn` with 26.1's module API names taken from max.experimental.nn."""
 
@@ -79,6 +106,8 @@ def _import(name, globals=None, locals=None, fromlist=(), level=0):
     if level == 0 and _from_learner(globals):
         if (solution := SOLUTION.match(name)) and _in_steps(globals["__file__"]):
             name = f"steps.step_{solution.group(1)}"
+        elif SIBLING.match(name) and (found := sibling(name, globals["__file__"])):
+            return importlib.import_module(found)
         new = MODULES.get(name)
         if new is not None:
             module = importlib.import_module(new)

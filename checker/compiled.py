@@ -150,13 +150,17 @@ MASK_LOST = Mistake(
 
 
 def _ln_build(step, checkpoint, run):
+    from checker.step03 import build
+
     config = checkpoint.learner_config()
-    return _layer_module(run, lambda: step.LayerNorm(config.n_embd, config.layer_norm_epsilon), checkpoint,
+    return _layer_module(run, lambda: build(step.LayerNorm, config.n_embd, config.layer_norm_epsilon), checkpoint,
                          "ln_1.", ["weight", "bias"])
 
 
 def _mlp_build(step, checkpoint, run):
-    return _layer_module(run, lambda: step.GPT2MLP(checkpoint.learner_config()), checkpoint, "mlp.",
+    from checker.step04 import build
+
+    return _layer_module(run, lambda: build(step.GPT2MLP, checkpoint.learner_config()), checkpoint, "mlp.",
                          ["c_fc.weight", "c_fc.bias", "c_proj.weight", "c_proj.bias"])
 
 
@@ -207,7 +211,8 @@ def _body_build(step, checkpoint, run):
     from checker.loading import hf_state, load_module
     from checker.step10 import body_names
 
-    return load_module(run, lambda: step.GPT2Model(checkpoint.learner_config()),
+    cls = getattr(step, "GPT2Model", None) or step.MaxGPT2Model  # the online book's February 2026 name
+    return load_module(run, lambda: cls(checkpoint.learner_config()),
                        hf_state(checkpoint, "transformer.", body_names(checkpoint)))
 
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+
 from checker import compat
 from checker.paths import REPO, shown
 
@@ -63,30 +65,103 @@ def _dims(text: str) -> str:
     return re.sub(r"Dim\(([^()]*)\)", r"\1", text)
 
 
-def _max_op_error(text: str) -> str | None:
-    """MAX's "Failed to create op" dump, reduced to the op, its input shapes and the reason.
+_ELEMENTWISE = {"AddOp": "+", "SubOp": "-", "MulOp": "*", "DivOp": "/", "PowOp": "**", "MaxOp": "max", "MinOp": "min",
+                "GreaterOp": ">", "GreaterEqualOp": ">=", "EqualOp": "==", "NotEqualOp": "!=", "SelectOp": "where"}
+_OP_NAMES = {"MoGatherOp": "gather", "GatherOp": "gather", "MatmulOp": "a matmul (@)", "ReshapeOp": "reshape",
+             "ConcatOp": "concat", "BroadcastToOp": "broadcast_to", "TransposeOp": "transpose"}
 
-    'MatmulOp: input_x [2, 3, 4], input_y [3, 4]: Matrix multiplication input lhs ... must match ...'
+
+def _operands(text: str) -> list[tuple[str, str, str]]:
+    """(name, dtype, shape) of each TensorValue input in MAX's "Failed to create op" dump."""
+    inputs = text.partition("Inputs:")[2].partition("Diagnostics:")[0]
+    found = []
+    for name, value in re.findall(r"^\s+(\w+) = (.*)$", inputs, flags=re.M):
+        tensor = re.match(r"TensorValue\(dtype=(\w+), shape=(\[[^\]]*\])", value)
+        if tensor:
+            found.append((name, tensor.group(1), _dims(tensor.group(2))))
+        elif name == "new_shape":
+            found.append((name, "", _dims(value.strip())))
+    return found
+
+
+def _needs(op: str, operands: list[tuple[str, str, str]], reason: str) -> str:
+    """What the op needs that its operands lack, in the learner's terms; '' when unknown."""
+    dtypes = {dtype for _, dtype, _ in operands if dtype}
+    if op in ("MoGatherOp", "GatherOp") and "integer" in reason:
+        index = next((d for n, d, _ in operands if n == "indices"), "?")
+        return (f"gather needs integer indices (int32 or int64), these are {index}: make them with "
+                "dtype=DType.int64 (Tensor.arange and Tensor(...) give float32 unless told)")
+    if "Unsafe cast" in reason or "dtype" in reason.lower() and len(dtypes) > 1:
+        return (f"{_OP_NAMES.get(op) or _ELEMENTWISE.get(op, op)} needs operands of one dtype, these are "
+                f"{' and '.join(sorted(dtypes))}: look for the tensor made without dtype=, or cast one "
+                "(x.cast(DType.float32))")
+    if op == "MatmulOp":
+        return "a matmul needs the left operand's last axis to equal the right operand's second-to-last"
+    if op == "ReshapeOp":
+        sizes = [str(int(np.prod([int(d) for d in re.findall(r"-?\d+", shape)]))) if re.fullmatch(r"\[[\d, ]*\]", shape)
+                 else "?" for _, _, shape in operands]
+        return f"reshape keeps the number of elements: {' vs '.join(sizes)}"
+    if op in _ELEMENTWISE:
+        return ("an elementwise op lines the shapes up from the last axis: each pair of sizes must be equal, or one "
+                "of them 1")
+    return ""
+
+
+def _max_op_error(text: str) -> str | None:
+    """MAX's "Failed to create op" dump, as the operands the learner's code made and what the op needs.
+
+    'MAX could not build gather: input float32 [1024, 768], indices float32 [10]. gather needs integer
+    indices (int32 or int64), these are float32: ...'
+    MAX's own advice (a rebind) is kept only where it applies: both sizes in question symbolic.
     """
     op = re.match(r"Failed to create op '(\w+)'", text)
     if not op:
         return None
-    inputs_text, _, diagnostics = text.partition("Diagnostics:")
-    inputs = []
-    for name, value in re.findall(r"^\s+(\w+) = (.*)$", inputs_text.partition("Inputs:")[2], flags=re.M):
-        shape = re.search(r"shape=(\[[^\]]*\])", value)
-        inputs.append(f"{name} {_dims(shape.group(1) if shape else value)}")
+    operands = _operands(text)
+    shown = ", ".join(f"{name} {dtype} {shape}".replace("  ", " ") for name, dtype, shape in operands)
+    diagnostics = text.partition("Diagnostics:")[2] or text.partition("Inputs:")[2].split("\n\n", 1)[-1]
     reason = next((line.strip() for line in diagnostics.splitlines() if line.strip()), "")
-    why = re.sub(r"#mosh<ape(\[[^\]]*\])> : !mosh.ape", r"\1", reason)
-    return f"MAX could not build {op.group(1)} ({', '.join(inputs)}): {why.strip()}"
+    reason = re.sub(r"#mosh<ape(\[[^\]]*\])> : !mosh.ape", r"\1", reason)
+    rebind = re.search(r"\(value (\w+)\).*\(value (\w+)\)", reason)
+    symbolic = rebind and not (rebind.group(1).isdigit() or rebind.group(2).isdigit())
+    if not symbolic:
+        reason = re.sub(r"\s*(Insert an explicit|If you are confident|Insert an explicit cast).*$", "", reason)
+    name = _OP_NAMES.get(op.group(1)) or (f"'{_ELEMENTWISE[op.group(1)]}'" if op.group(1) in _ELEMENTWISE else op.group(1))
+    needs = _needs(op.group(1), operands, reason)
+    return f"MAX could not build {name}: {shown}. {needs + ' (MAX: ' + reason + ')' if needs else reason}"
+
+
+_TRANSLATED = [
+    (r"^Concat inputs must all have the same rank\. vals=(.*)$",
+     lambda m: "F.concat needs inputs of one rank, these are "
+               + ", ".join(f"{_dims(s)} (rank {_dims(s).count(',') + 1 if _dims(s) != '[]' else 0})"
+                           for s in re.findall(r"shape=(\[[^\]]*\])", m.group(1)))),
+    (r"^int\(Dim\('(\w+)'\)\): Int conversions only supported for static dims",
+     lambda m: f"int() of the symbolic dimension {m.group(1)!r}: compiled, the length is a symbol, not a number; "
+               "pass the Dim itself to MAX ops (reshape, arange, broadcast_to take it)"),
+    (r"^when using dims to index into a list or NumPy array",
+     lambda m: "a symbolic dimension (Dim) used where a Python int is needed (a list or numpy array): compiled, "
+               "the length is a symbol; build the tensor with MAX ops, which take a Dim, not with numpy"),
+]
+
+
+def _translated(text: str) -> str | None:
+    for pattern, say in _TRANSLATED:
+        m = re.match(pattern, text, flags=re.S)
+        if m:
+            return say(m)
+    return None
 
 
 def _first_line(e: BaseException) -> str:
-    """An exception's message without MLIR dumps or stack noise, trimmed to one line."""
+    """An exception's message without MLIR dumps or stack noise, on one line; a long one is cut at a
+    word, never inside one."""
     text = str(e).strip()
-    line = _max_op_error(text) or (text.splitlines()[0] if text else "")
+    line = _max_op_error(text) or _translated(text) or (text.splitlines()[0] if text else "")
     line = re.sub(r"\s+", " ", line)
-    return line if len(line) <= 300 else line[:297] + "..."
+    if len(line) <= 600:
+        return line
+    return line[:600].rsplit(" ", 1)[0] + " ..."
 
 
 def _step_of(where: str | None) -> str | None:

@@ -18,6 +18,8 @@ They run only after a part has failed unnamed, inside the check's safe call.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from checker import attention_np, gpt2_np
@@ -47,9 +49,22 @@ def _out(run, fn, *arrays) -> np.ndarray:
     return to_numpy(run.call(fn, *(tensor(a) for a in arrays)), "the probe")
 
 
+def probe_rows(C: int, seed: int = 3) -> np.ndarray:
+    """[1, 8, C] rows with means from -3 to 5 and spreads from 0.1 to 10: any formula that is not
+    LayerNorm's gives another result on some of them (a row with mean 0 and spread 1, as real
+    activations nearly are, cannot tell var from mean(x*x), nor x - mean from x)."""
+    z = np.random.default_rng(seed).standard_normal((8, C))
+    z = (z - z.mean(-1, keepdims=True)) / z.std(-1, keepdims=True)
+    means = np.array([-3.0, 5.0, 0.5, 2.0, -1.0, 4.0, 0.0, 1.5])[:, None]
+    spreads = np.array([0.1, 2.0, 10.0, 0.5, 3.0, 1.0, 0.3, 6.0])[:, None]
+    return (means + spreads * z)[None]
+
+
 def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> list[str]:
-    """LayerNorm's sub-parts, each isolated by loading weight 1 / bias 0 where the others would blur it."""
+    """LayerNorm's sub-parts on probe rows of varied mean and spread, each isolated by loading
+    weight 1 / bias 0 where the others would blur it."""
     C = x.shape[-1]
+    x = probe_rows(C)
     ones, zeros = np.ones(C), np.zeros(C)
     z = gpt2_np.layer_norm(x, ones, zeros, eps)  # the normalised rows alone
 
@@ -59,17 +74,29 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
     plain = out(ones, zeros)
     lines = []
     if _ok(plain, z):
-        lines.append("with weight 1 and bias 0 it normalises each row right: the centring and the division by "
-                     "the standard deviation are right")
+        lines.append("with weight 1 and bias 0 it normalises each row right (rows of mean -3 to 5, spread 0.1 "
+                     "to 10): the centring and the division by the standard deviation are right")
     else:
-        mean = float(np.abs(plain.mean(-1)).max())
-        spread = float(np.median(plain.std(-1) / z.std(-1)))
-        lines.append(f"centring: {_right(mean < 1e-3, f'with weight 1 and bias 0 its rows should average 0, they average up to {mean:.3g}')}")
-        lines.append(f"division by the standard deviation: "
-                     f"{_right(abs(spread - 1) < 1e-3, f'with weight 1 and bias 0 its rows spread {spread:.3g}x as much as they should (the variance, eps, the square root?)')}")
+        mean = np.abs(plain.mean(-1))
+        spread = plain.std(-1) / z.std(-1)
+        centred = bool(mean.max() < 1e-4)
+        lines.append(f"centring: {_right(centred, f'with weight 1 and bias 0 its rows should average 0, they average up to {mean.max():.3g}')}")
+        if np.allclose(spread, 1, atol=1e-4):
+            division = "right" if centred else "right (the spread of its rows is right)"
+        else:
+            shown = ", ".join(f"{v:.3g}x" for v in spread[0, [6, 1, 2]])
+            division = (f"with weight 1 and bias 0 its rows spread {shown} as much as they should (rows of mean 0, "
+                        f"5, 0.5): the variance, eps, the square root?")
+        lines.append(f"division by the standard deviation: {division}")
     # weight and bias against the learner's own normalised rows, so that they are judged on their own
-    lines.append(f"scale by weight: {_right(_ok(out(weight, zeros), plain * weight), 'with bias 0 the result is not its normalised rows times weight')}")
-    lines.append(f"shift by bias: {_right(_ok(out(ones, bias), plain + bias), 'with weight 1 the result is not its normalised rows plus bias')}")
+    scale = _ok(out(weight, zeros), plain * weight)
+    shift = _ok(out(ones, bias), plain + bias)
+    if scale and shift and not _ok(out(weight, bias), plain * weight + bias):
+        lines.append("scale by weight, then shift by bias: each alone does what it should, but with both loaded "
+                     "the result is not normalised * weight + bias: the shift by bias comes after the scale")
+    else:
+        lines.append(f"scale by weight: {_right(scale, 'with bias 0 the result is not its normalised rows times weight')}")
+        lines.append(f"shift by bias: {_right(shift, 'with weight 1 the result is not its normalised rows plus bias')}")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 
@@ -79,9 +106,26 @@ KNOWN = {"ReLU": lambda t: np.maximum(t, 0), "the exact (erf) GELU": gpt2_np.gel
          "sigmoid": lambda t: 1 / (1 + np.exp(-t))}
 
 
+def _factor(got: np.ndarray, want: np.ndarray) -> float | None:
+    """k when got = k * want (least squares, within 1e-4 of want's size), else None."""
+    k = float((got * want).sum() / max((want * want).sum(), 1e-30))
+    return k if np.abs(got - k * want).max() <= 1e-4 * max(np.abs(want).max(), 1e-30) else None
+
+
+def _bias_use(got: np.ndarray, bias: np.ndarray, name: str) -> str | None:
+    """What forward made of `name`'s bias when `got` is k x `bias` for k != 1; None otherwise."""
+    if np.allclose(got, bias, atol=1e-5 * np.abs(bias).max()):
+        return None
+    k = _factor(got, bias)
+    if k is not None:
+        return f"{name}'s bias: forward adds {k:.3g}x {name}'s bias (expected once: call the layer, and add nothing after it)"
+    return None  # not a multiple of the bias: what changed is not the bias alone
+
+
 def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
-    """c_fc alone, c_proj alone, and the activation read through them: c_fc made to output chosen
-    numbers (weight 0, bias = the points) and c_proj to pass its first inputs through."""
+    """c_fc alone, c_proj alone, and the activation read through them: the input a one-hot vector,
+    c_fc made to output chosen numbers (through its weight, then through its bias) and c_proj to
+    pass its first inputs through; then c_proj's bias alone (every weight 0)."""
     h = x @ p["c_fc_weight"] + p["c_fc_bias"]
     fc = _ok(_out(run, module.c_fc, x), h)
     proj = _ok(_out(run, module.c_proj, gpt2_np.gelu_tanh(h)), gpt2_np.gelu_tanh(h) @ p["c_proj_weight"] + p["c_proj_bias"])
@@ -90,30 +134,45 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
     points[:len(ACTIVATION_AT)] = ACTIVATION_AT
     through = np.zeros((C, I))
     through[np.arange(C), np.arange(C)] = 1.0  # c_proj's output c = its input c
+    e0 = np.zeros((1, 1, C))
+    e0[..., 0] = 1.0  # c_fc's output = its weight's first column + its bias
 
-    def read(at: np.ndarray) -> np.ndarray:  # forward with c_fc giving `at` and c_proj passing it through
-        probe = {"c_fc.weight": np.zeros((I, C)), "c_fc.bias": at, "c_proj.weight": through, "c_proj.bias": np.zeros(C)}
-        return _loaded(run, module, probe, lambda: _out(run, module, x))
+    def read(at: np.ndarray, *, via_bias: bool, proj_bias: np.ndarray | None = None, proj=through) -> np.ndarray:
+        w = np.zeros((I, C))
+        if not via_bias:
+            w[:, 0] = at
+        probe = {"c_fc.weight": w, "c_fc.bias": at if via_bias else np.zeros(I), "c_proj.weight": proj,
+                 "c_proj.bias": np.zeros(C) if proj_bias is None else proj_bias}
+        return _loaded(run, module, probe, lambda: _out(run, module, e0))[0, 0]
 
-    around = read(np.zeros(I))  # GELU(0) = 0: anything but 0 comes from around the three pieces
+    around = read(np.zeros(I), via_bias=False)  # GELU(0) = 0: anything but 0 comes from around the three pieces
     if np.abs(around).max() > 1e-6:
         return [f"where: c_fc alone {_right(fc, 'is wrong')}; c_proj alone {_right(proj, 'is wrong')}; with c_fc "
                 f"giving 0 and c_proj passing its input on, forward should return 0 (GELU(0) = 0) but returns up "
                 f"to {np.abs(around).max():.3g}: something is added around them"]
-    act = read(points)[0, 0, :len(ACTIVATION_AT)]
+    b = np.linspace(-1.0, 1.0, C)
+    proj_bias = _bias_use(read(np.zeros(I), via_bias=False, proj_bias=b, proj=np.zeros((C, I))), b, "c_proj")
+    act = read(points, via_bias=False)[:len(ACTIVATION_AT)]
     gelu = gpt2_np.gelu_tanh(ACTIVATION_AT)
+    fc_bias = None
     if np.allclose(act, gelu, atol=1e-4):
         activation = "right (GELU, tanh approximation)"
+        through_bias = read(points, via_bias=True)[:len(ACTIVATION_AT)]
+        if not np.allclose(through_bias, gelu, atol=1e-4):
+            k = min(np.linspace(-3, 3, 61), key=lambda k: np.abs(gpt2_np.gelu_tanh(k * ACTIVATION_AT) - through_bias).max())
+            seen = f" GELU({k:.3g}x its bias)" if np.allclose(gpt2_np.gelu_tanh(k * ACTIVATION_AT), through_bias, atol=1e-3) else " something else"
+            fc_bias = (f"c_fc's bias: when c_fc's output comes from its bias, the activation gets{seen}, not "
+                       f"GELU(the bias): forward uses c_fc's bias again (call the layer, add nothing after it)")
     else:
         like = min(KNOWN, key=lambda k: np.abs(KNOWN[k](ACTIVATION_AT) - act).max())
         near = np.abs(KNOWN[like](ACTIVATION_AT) - act).max() < 1e-3
         shown = ", ".join(f"{v:.3g}" for v in act[[4, 6, 8, 10, 12]])
         activation = (f"at x = -2, -1, 0, 1, 2 it gives {shown}; GPT-2's GELU gives "
                       f"{', '.join(f'{v:.3g}' for v in gelu[[4, 6, 8, 10, 12]])}" + (f" (that is {like})" if near else ""))
-    lines = [f"c_fc alone: {_right(fc, 'differs from x @ W + b with the checkpoint weights')}",
+    lines = [fc_bias or f"c_fc alone: {_right(fc, 'differs from x @ W + b with the checkpoint weights')}",
              f"the activation between them (read through c_fc and c_proj): {activation}",
-             f"c_proj alone: {_right(proj, 'differs from x @ W + b with the checkpoint weights')}"]
-    if fc and proj and activation.startswith("right"):
+             proj_bias or f"c_proj alone: {_right(proj, 'differs from x @ W + b with the checkpoint weights')}"]
+    if fc and proj and activation.startswith("right") and not (fc_bias or proj_bias):
         lines.append("each piece is right alone: what forward does around them is not (their order, an extra term?)")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
@@ -132,6 +191,15 @@ def rows(got: np.ndarray, table: np.ndarray, want_rows: np.ndarray, what: str) -
         offsets = set((held - want).tolist())
         if len(offsets) == 1:
             return [f"where: every position holds a row of {what}, each {offsets.pop():+d} from the right one"]
+        if want_rows.ndim == 2:  # [B, T]: is each position another position's right row?
+            grid = held.reshape(want_rows.shape)
+            for shift in (1, 2, 3, -1, -2, -3):
+                moved = grid[:, max(shift, 0):grid.shape[1] + min(shift, 0)]
+                source = want_rows[:, max(-shift, 0):want_rows.shape[1] - max(shift, 0)]
+                if moved.size and np.array_equal(moved, source):
+                    return [f"where: every position holds the row of the token {abs(shift)} position"
+                            f"{'s' if abs(shift) > 1 else ''} {'before' if shift > 0 else 'after'} it: "
+                            f"the ids were shifted along the sequence"]
         wrong = np.flatnonzero(held != want)
         shown = ", ".join(f"{held[i]} (expected {want[i]})" for i in wrong[:4])
         return [f"where: every position holds a row of {what}, {len(wrong)} of {len(want)} the wrong one: rows {shown}"]
@@ -139,6 +207,12 @@ def rows(got: np.ndarray, table: np.ndarray, want_rows: np.ndarray, what: str) -
     scale = float((flat * right).sum() / (right * right).sum())
     if np.allclose(flat, scale * right, rtol=1e-4, atol=1e-6):
         return [f"where: the right rows of {what}, multiplied by {scale:.4g}"]
+    extra = flat - right
+    if np.abs(extra - extra[0]).max() <= 1e-6 + 1e-5 * np.abs(extra[0]).max():
+        same = np.flatnonzero(np.all(np.abs(table - extra[0]) <= 1e-6, axis=1))
+        which = f" (row {same[0]} of {what})" if same.size else ""
+        return [f"where: every position holds its right row of {what} plus the same vector{which}: "
+                "something is added to the rows"]
     return [f"where: {int((~exact).sum())} of {len(want)} positions hold no row of {what} (nor a multiple of the right one)"]
 
 
@@ -173,11 +247,25 @@ def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
 
 
 def attention_layers(run, module, refs: dict) -> list[str]:
-    """c_attn and c_proj alone, on their reference inputs."""
+    """c_attn and c_proj alone, on their reference inputs; then each bias alone through forward
+    (every weight 0: q = k = 0 weighs the values evenly, so each position's output is v's bias)."""
     C = refs["ln_1"].shape[-1]
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
     c_attn = _ok(_out(run, module.c_attn, refs["ln_1"]), refs["ln_1"] @ params["c_attn_weight"] + params["c_attn_bias"])
     c_proj = _ok(_out(run, module.c_proj, refs["merged"]), refs["attn"])
+    x = refs["ln_1"][:1]
+    b = np.linspace(-1.0, 1.0, C)
+
+    def forward_with(attn_bias: np.ndarray, proj_weight: np.ndarray, proj_bias: np.ndarray) -> np.ndarray:
+        probe = {"c_attn.weight": np.zeros((3 * C, C)), "c_attn.bias": attn_bias,
+                 "c_proj.weight": proj_weight, "c_proj.bias": proj_bias}
+        return _loaded(run, module, probe, lambda: _out(run, module, x))
+
+    attn_bias = _bias_use(forward_with(np.concatenate([np.zeros(2 * C), b]), np.eye(C), np.zeros(C)), b + 0 * x, "c_attn")
+    proj_bias = _bias_use(forward_with(np.zeros(3 * C), np.zeros((C, C)), b), b + 0 * x, "c_proj")
+    if attn_bias or proj_bias:
+        return ["where: " + "; ".join(line for line in (
+            attn_bias or f"c_attn alone {_right(c_attn, 'is wrong')}", proj_bias or f"c_proj alone {_right(c_proj, 'is wrong')}"))]
     lines = [f"where: c_attn alone {_right(c_attn, 'is wrong')}; c_proj alone {_right(c_proj, 'is wrong')}"]
     if c_attn and c_proj:
         lines.append(f"c_attn's output has q, k, v as {C}-wide thirds, in that order: with the parts above right, "
@@ -202,11 +290,16 @@ def residual(run, fn, x: np.ndarray) -> list[str]:
     def out(ln, sublayer):
         return _out(run, lambda t: fn(t, ln, sublayer), x)
 
-    lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(_ok(out(same, zero), x), 'no')}",
+    passed = out(same, zero)
+    k = _factor(passed, x)
+    kept = "no" if k is None else f"no: it returns {k:.3g}x the stream (the stream added {k:.3g} times?)"
+    stream = x if k is None else k * x  # the other two are judged on the stream as this code passes it on
+    given = "" if k is None or abs(k - 1) < 1e-3 else " (on top of the stream as it passes)"
+    lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(_ok(passed, x), kept)}",
              f"the sub-layer's output is added to the stream (ln passing x on, the sub-layer doubling it): "
-             f"{_right(_ok(out(same, double), 3 * x), 'no')}",
+             f"{_right(_ok(out(same, double), stream + 2 * x), 'no') + given}",
              f"the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: x + (2x + 1)): "
-             f"{_right(_ok(out(double, plus_one), 3 * x + 1), 'no')}"]
+             f"{_right(_ok(out(double, plus_one), stream + 2 * x + 1), 'no') + given}"]
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 
@@ -278,3 +371,68 @@ def head(run, module, ids: np.ndarray, refs: dict) -> list[str]:
         return ["where: the body (self.transformer) gives the right last hidden state; the head after it "
                 "(hidden_states @ wte.weight.T) is not"]
     return ["where: the body (self.transformer) already differs from the last hidden state: run step 10's check"]
+
+
+def _clauses(lines: list[str]) -> list[str]:
+    text = [re.sub(r"^where[^:]*: ", "", line) for line in lines]
+    return [re.sub(r"\s*\([^()]*\)$", "", c).strip() for line in text for c in line.split("; ")]
+
+
+def all_right(lines: list[str]) -> bool:
+    """Every sub-part line says right: the probes found nothing."""
+    return bool(lines) and all(c.endswith("right") for c in _clauses(lines))
+
+
+def describe(got: np.ndarray, want: np.ndarray, x: np.ndarray | None = None) -> str | None:
+    """The learner's output against the expected one in words, when it is a simple function of it:
+    k x the expected, the expected plus k x the input, or plus one vector at every position."""
+    k = _factor(got, want)
+    if k is not None:
+        return f"your output is {k:.3g}x the expected output"
+    d = got - want
+    if x is not None and np.shape(x) == np.shape(d) and (k := _factor(d, x)) is not None:
+        return (f"your output is the expected output plus {k:.3g}x the input"
+                + (": the input (the stream) was added twice" if abs(k - 1) < 1e-3 else ""))
+    rows = d.reshape(-1, d.shape[-1])
+    if len(rows) > 1 and np.abs(rows - rows[0]).max() <= 1e-3 * max(np.abs(rows[0]).max(), 1e-30):
+        return ("your output is the expected output plus the same vector at every position (up to "
+                f"{np.abs(rows[0]).max():.3g}): a bias or a row added once too often, or one missing?")
+    return None
+
+
+def unplaced(lines: list[str], got: np.ndarray, want: np.ndarray, x: np.ndarray | None) -> list[str]:
+    """When every sub-part probe says right, say that they could not place the fault, and what the
+    output is against the expected one when that can be said."""
+    if not all_right(lines):
+        return []
+    said = describe(got, want, x)
+    return ["these probes could not place the fault: each sub-part is right on its own inputs, the whole is not"
+            + (f"; {said}" if said else "")]
+
+
+def mask(got: np.ndarray, T: int, N: int) -> list[str]:
+    """A causal mask [T, N + T] read against its rule: query q (absolute position N + q) keeps
+    the keys k <= N + q (0) and masks the later ones (-inf)."""
+    if got.shape != (T, N + T):
+        return []
+    q, k = np.arange(T)[:, None] + N, np.arange(N + T)[None, :]
+    masked = np.isneginf(got)
+    lines = []
+    leak = (k > q) & ~masked
+    if leak.any():
+        ahead = int((k - q)[leak].max())
+        lines.append(f"the future: keys up to {ahead} position{'s' if ahead > 1 else ''} after the query are not "
+                     f"masked ({int(leak.sum())} entries; every key after the query must hold -inf)")
+    hidden = (k < q) & masked
+    if hidden.any():
+        lines.append(f"the past: {int(hidden.sum())} keys before the query are masked (keys before it, cached "
+                     "ones included, must hold 0)")
+    if ((k == q) & masked).any():
+        lines.append("the query's own key is masked: a token must see itself")
+    kept_values = got[(k <= q) & ~masked]
+    if kept_values.size and np.any(kept_values != 0):
+        lines.append(f"kept entries hold {kept_values[kept_values != 0][0]:.3g}, not 0")
+    finite_masked = got[(k > q) & np.isfinite(got) & (got != 0)]
+    if finite_masked.size:
+        lines.append(f"masked entries hold {finite_masked[0]:.3g}, not -inf (softmax must give them exactly 0)")
+    return ["where: " + lines[0], *lines[1:]] if lines else []

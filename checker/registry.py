@@ -1,4 +1,5 @@
-"""Which module checks which step: `python -m checker NN` runs `CHECKS[NN].check`.
+"""Which module checks which step: `python -m checker NN` runs `CHECKS[NN].check`, or, for a file of
+another layout of the steps, the check of the step it is (checker.layout).
 
 Before the check, `prepare(step, checkpoint)` computes what it compares with
 (with torch, once; then cached): the module's own `prepare` where it has

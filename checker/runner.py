@@ -120,9 +120,11 @@ class StepRun:
 
     def contract(self, description: str) -> None:
         """Records that the file follows the online book's contract for this step (see each step's adapter)."""
+        from checker.layout import book_number  # the February 2026 layout numbers its steps otherwise
+
         self.book = True
-        self.report.header.append(f"Contract: the online book's step {self.step}: {description}; "
-                                  "checked on the same numbers")
+        self.report.header.append(f"Contract: the online book's step {book_number(self.path, self.step)}: "
+                                  f"{description}; checked on the same numbers")
 
     def call(self, fn, *args, **kwargs):
         return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)
@@ -153,10 +155,14 @@ class StepRun:
             verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
         part = Part.from_verdict(name, verdict)
         if not verdict.ok and verdict.mistake is None and localise is not None and got.shape == want.shape:
+            from checker.localise import unplaced
+
             try:
-                part.details += localise(got)
+                lines = localise(got)
             except Exception:  # noqa: BLE001 - a probe that cannot run (the learner's code failing in it) adds nothing
-                pass
+                lines = []
+            x = next((a for a in args if isinstance(a, np.ndarray)), None)
+            part.details += lines + unplaced(lines, got, want, x)
         return self.add(part)
 
     def construct(self, build, state: dict[str, np.ndarray], summary: str, *, try_forward):
@@ -204,7 +210,9 @@ class StepRun:
         """When `part` fails and so does the "earlier steps" part, repeat which step to fix first."""
         earlier = self.report.parts[0]
         if part.status != PASS and earlier.name == "earlier steps" and earlier.status != PASS:
-            part.details += earlier.details
+            # said first; the probes' lines would blame this part for what an earlier step does
+            own = [d for d in part.details if not d.startswith(("where", "these probes"))]
+            part.details = [*earlier.details, *own]
 
     def todo_only(self, names: list[str], fn, *args) -> None:
         """Records parts `names` as TODO if `fn(*args)` is not written yet; otherwise records nothing.

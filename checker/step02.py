@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from checker import localise
 from checker.compare import EXACT, Mistake
 from checker.compiled import MASK_LOST
 from checker.report import Report
@@ -76,7 +77,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     for name, (T, N) in CASES.items():
         run.run_part(
             name, lambda T=T, N=N: fn(T, N, dtype=DType.float32, device=CPU()), (), mask(T, N), MASK_AXES,
-            MISTAKES, (T, N), what="causal_mask", tol=EXACT,
+            MISTAKES, (T, N), what="causal_mask", tol=EXACT, localise=lambda got, T=T, N=N: localise.mask(got, T, N),
         )
     run.compiled_part(step, checkpoint, {})
     return run.finish("runs once the parts above pass")

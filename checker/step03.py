@@ -44,12 +44,17 @@ CATALOGUE = MISTAKES
 
 
 def _book_signature(cls) -> bool:
-    """The online book's contract (Jan 2026) is LayerNorm(dim, *, eps): eps only by name."""
+    """The online book's contract (Jan and Feb 2026) is LayerNorm(dim, *, eps): eps only by name."""
     try:
         eps = inspect.signature(cls).parameters.get("eps")
     except (TypeError, ValueError):
         return False
     return eps is not None and eps.kind is eps.KEYWORD_ONLY
+
+
+def build(cls, dim: int, eps: float):
+    """The learner's LayerNorm, built as its contract asks (the book's: eps by name)."""
+    return cls(dim, eps=eps) if _book_signature(cls) else cls(dim, eps)
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -65,9 +70,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    if book := _book_signature(cls):
+    if _book_signature(cls):
         run.contract("LayerNorm(dim, *, eps), eps given by name")
-    module = run.construct(lambda: cls(C, eps=eps) if book else cls(C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{checkpoint.layer}].ln_1 loaded",
+    module = run.construct(lambda: build(cls, C, eps), state, f"weight [{C}], bias [{C}], eps {eps}; GPT-2 h[{checkpoint.layer}].ln_1 loaded",
                            try_forward=lambda m: m(tensor(refs["block_in"])))
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")

@@ -38,13 +38,18 @@ CATALOGUE = MISTAKES
 
 
 def _book_signature(cls) -> bool:
-    """The online book's contract (Jan 2026) is GPT2MLP(intermediate_size, config): two arguments."""
+    """The online book's contract (Jan and Feb 2026) is GPT2MLP(intermediate_size, config): two arguments."""
     try:
         params = list(inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
         return False
     required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return len(required) == 2
+
+
+def build(cls, config):
+    """The learner's GPT2MLP, built as its contract asks (the book's: the inner size first)."""
+    return cls(config.n_inner, config) if _book_signature(cls) else cls(config)
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -60,10 +65,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     cls = step and run.need(step, CLASS)
     if cls is None:
         return run.finish(f"needs {CLASS}")
-    if book := _book_signature(cls):
+    if _book_signature(cls):
         run.contract("GPT2MLP(intermediate_size, config)")
     module = run.construct(
-        lambda: cls(I, config) if book else cls(config), state,
+        lambda: build(cls, config), state,
         f"c_fc Linear({C} -> {I}), c_proj Linear({I} -> {C}), both with bias; GPT-2 h[{checkpoint.layer}].mlp loaded",
         try_forward=lambda m: m(tensor(refs["ln_2"])))
     if module is None:

@@ -274,9 +274,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
     broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
+    # With a part it uses failing, forward is not probed: nothing may blame forward itself.
     fwd = run.run_part("forward", module, (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
-                       localise=lambda got: localise.attention_layers(run, module, refs))
+                       localise=None if broken else lambda got: localise.attention_layers(run, module, refs))
     if fwd.status != PASS and broken:
-        fwd.details.append(f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
+        fwd.details.insert(0, f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
     run.compiled_part(step, checkpoint, refs)
     return run.finish("runs once the parts above pass")

@@ -24,6 +24,9 @@ from checker.weights import Checkpoint
 
 CLASS = "GPT2Model"
 AXES = ("sequences", "positions", "")
+# The online book's February 2026 step 07 names the body MaxGPT2Model(config); its parameters are
+# GPT2Model's (wte, wpe, h.N, ln_f: Embeddings and blocks in a Sequential), so only the name differs.
+BOOK = ("MaxGPT2Model", "MaxGPT2Model(config), the body under the name the book gives it")
 
 
 def body_names(checkpoint: Checkpoint) -> list[str]:
@@ -69,7 +72,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("10", CLASS, path, checkpoint, f"{inputs}; float32, {WHOLE_MODEL}",
                   ["earlier steps", "construction", "forward"], timeout=timeout)
     step = run.import_step()
-    cls = step and run.need(step, CLASS)
+    cls = step and run.need(step, CLASS, BOOK)
     if cls is None:
         return run.finish(f"needs {CLASS}")
     run.add(earlier_steps_part(step, checkpoint, timeout=timeout))

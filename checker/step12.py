@@ -9,10 +9,10 @@ and then a sampler's mistakes cannot show). Parts:
   encode/decode    against the checkpoint's tokenizer
   greedy           NEW_TOKENS ids, equal to Hugging Face `generate`'s greedy ids
   eos              generation stops right after yielding eos_token_id, and only then
+  top_k            next_token draws each of the k best and never another, even when the next one is close
   top_k=1          sampling that may only pick the best token must be greedy
   seeded sampling  the same seed gives the same tokens, another seed others, one
                    generator serves the whole generation, every token is in the top_k
-  top_k            next_token never draws outside the k best, even when the next one is close
   distribution     next_token's draws follow softmax(logits / T) over the top k
 """
 
@@ -131,6 +131,26 @@ TOP_K_IGNORED = Mistake("top-k-ignored", "top_k was not applied: tokens outside 
                         "set every logit below the k-th largest to -inf before the softmax")
 TOP_K_PLUS_ONE = Mistake("top-k-plus-one", "top_k kept k + 1 tokens: the (k+1)-th best was drawn too",
                          "np.sort(logits)[-top_k] is the k-th largest; keep the logits >= it")
+TOP_K_MINUS_ONE = Mistake("top-k-minus-one", "top_k kept k - 1 tokens: the k-th best was never drawn",
+                          "np.sort(logits)[-top_k] is the k-th largest; keep the logits >= it, not > it")
+TOP_K_REVERSED = Mistake("top-k-reversed", "top_k kept the k lowest logits instead of the k highest",
+                         "np.argsort sorts ascending: the k largest are its last k")
+
+
+def _kept(z: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """softmax(z) over the ids in `keep` only."""
+    p = np.zeros(len(z))
+    p[keep] = np.exp(z[keep] - z[keep].max())
+    return p / p.sum()
+
+
+# top_k mistakes: each computes the distribution its draws follow, from the logits and k (T = 1).
+TOP_K_MISTAKES = [
+    (TOP_K_IGNORED, lambda z, k: _kept(z, np.arange(len(z)))),
+    (TOP_K_PLUS_ONE, lambda z, k: _kept(z, np.argsort(z)[-(k + 1):])),
+    (TOP_K_MINUS_ONE, lambda z, k: _kept(z, np.argsort(z)[-(k - 1):])),
+    (TOP_K_REVERSED, lambda z, k: _kept(z, np.argsort(z)[:k])),
+]
 # Distribution mistakes: each computes the distribution its draws follow, from the logits (and top_k).
 DISTRIBUTION_MISTAKES = [
     Mistake("temperature-multiplied", "the logits were multiplied by the temperature instead of divided",
@@ -151,8 +171,10 @@ ENCODING_RETURNED = Mistake("encode-returns-encoding", "encode returned the toke
 RAW_TOKENS = Mistake("decode-raw-tokens", "decode joined the BPE token strings (with Ġ for a space) "
                      "instead of decoding them to text", "tokenizer.decode(ids) turns byte-level tokens back into text")
 CATALOGUE = [ENCODING_RETURNED, RAW_TOKENS, *GREEDY_MISTAKES, EOS_IGNORED, EOS_NOT_YIELDED, TOP_K_IGNORED,
-             TOP_K_PLUS_ONE, *DISTRIBUTION_MISTAKES, SEED_IGNORED, SEED_FIXED, SEED_PER_TOKEN]
-PARTS = ["encode/decode", "greedy", "eos", "top_k=1", "seeded sampling", "top_k", "distribution"]
+             TOP_K_PLUS_ONE, TOP_K_MINUS_ONE, TOP_K_REVERSED, *DISTRIBUTION_MISTAKES, SEED_IGNORED, SEED_FIXED, SEED_PER_TOKEN]
+# top_k (next_token alone, its draws compared with what each top_k mistake computes) comes before the
+# parts that sample through generate, so the first failing part is the one that can name a top_k mistake.
+PARTS = ["encode/decode", "greedy", "eos", "top_k", "top_k=1", "seeded sampling", "distribution"]
 
 
 def prepare(checkpoint: Checkpoint) -> None:
@@ -256,7 +278,12 @@ def _top1_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     if got == best:
         return Part("top_k=1", PASS, f"{NEW_TOKENS} tokens from spread logits, each the best one", margin=0.0)
     second = [int(np.argsort(np.roll(SPREAD, i))[-2]) for i in range(NEW_TOKENS)]
-    if all(g in (b, s) for g, b, s in zip(got, best, second)):
+    worst = [int(np.argmin(np.roll(SPREAD, i))) for i in range(NEW_TOKENS)]
+    if len(got) != len(best):
+        mistake = None
+    elif got == worst:
+        mistake = TOP_K_REVERSED  # the one lowest logit, every time
+    elif all(g in (b, s) for g, b, s in zip(got, best, second)):
         mistake = TOP_K_PLUS_ONE  # every token one of the two best
     else:  # the same draws without top_k: top_k changed nothing
         mistake = TOP_K_IGNORED if tokens(scripted, prompt, NEW_TOKENS, temperature=1.0, seed=0) == got else None
@@ -273,13 +300,22 @@ def seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     setting = f"{NEW_TOKENS} tokens from the same {CANDIDATES} spread logits, T=1, top_k={k}"
     if a != b:
         return Part(name, FAIL, f"{setting}: the same seed gave different tokens", mistake=SEED_IGNORED)
-    if len(set(a)) == 1:
-        return Part(name, FAIL, f"{setting}: every token was {a[0]}", mistake=SEED_PER_TOKEN)
+    if set(a) == set(c) == {int(np.argmax(SPREAD))}:
+        return Part(name, FAIL, f"{setting}: with seeds 0 and 1 every token was {a[0]}, the best logit: sampling "
+                    "took the argmax instead of drawing")
+    if len(set(a)) == 1:  # not computed (how the learner draws is theirs): said as "looks like", and why
+        return Part(name, FAIL, f"{setting}: every token was {a[0]}, and seed 1 gave {c[0]}"
+                    f"{' every time' if len(set(c)) == 1 else ' first'}: looks like one draw repeated per seed",
+                    mistake=SEED_PER_TOKEN)
     if a == c:
         return Part(name, FAIL, f"{setting}: seeds 0 and 1 gave the same tokens", mistake=SEED_FIXED)
     outside = [t for t in a if t not in allowed]
     if outside:
-        return Part(name, FAIL, f"{setting}: token {outside[0]} is not among the {k} best", mistake=TOP_K_IGNORED)
+        t = outside[0]
+        rank = (f"rank {int((SPREAD > SPREAD[t]).sum()) + 1}, 1 = the best logit" if t < CANDIDATES
+                else "its logit is -1e4, among the lowest")
+        return Part(name, FAIL, f"{setting}: token {t} ({rank}) is not among the {k} best; the top_k part says "
+                    "how top_k keeps tokens")
     return Part(name, PASS, f"{setting}: reproducible per seed, different across seeds, all in the top {k}",
                 margin=0.0)
 
@@ -288,7 +324,8 @@ def first_difference(got: list[int], want: list[int]) -> str:
     if len(got) != len(want):
         return f"{len(got)} tokens, expected {len(want)}"
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
-    return f"token {i} is {got[i]}, expected {want[i]} (the first {i} match)"
+    same = "the very first token differs" if i == 0 else f"tokens 0-{i - 1} match" if i > 1 else "token 0 matches"
+    return f"{same}; token {i} is {got[i]}, expected {want[i]}"
 
 
 def _draws(run: StepRun, next_token, logits: np.ndarray, n: int, temperature: float, top_k: int) -> list[int]:
@@ -307,12 +344,23 @@ def _top_k_part(run: StepRun, next_token) -> Part:
     rank = {int(t): r for r, t in enumerate(np.argsort(-NEAR_TIE))}
     ranks = [rank.get(t, CANDIDATES) for t in draws]  # an id outside the logits counts as the worst
     setting = f"{TOP_K_DRAWS} draws, top_k={TOP_K}, the {TOP_K + 1}th logit 0.01 below the {TOP_K}th"
-    if max(ranks) < TOP_K:
-        return Part(name, PASS, f"{setting}: only the {TOP_K} best were drawn", margin=0.0)
+    seen = np.bincount(ranks, minlength=CANDIDATES + 1)[:CANDIDATES] / len(ranks)  # by rank, 0 = the best
+    right = _kept(np.sort(NEAR_TIE)[::-1], np.arange(TOP_K))
+    if set(ranks) == set(range(TOP_K)):  # each of the k best has ~10%: in 2000 draws none is missed by chance
+        return Part(name, PASS, f"{setting}: only the {TOP_K} best were drawn, each of them", margin=0.0)
+    drawn = sorted(set(ranks))
+    kept = (f"ranks {drawn[0] + 1}-{drawn[-1] + 1}" if drawn == list(range(drawn[0], drawn[-1] + 1))
+            else f"{len(drawn)} ranks from {drawn[0] + 1} to {drawn[-1] + 1}") + " (1 = the best logit)"
+    if drawn[0] >= CANDIDATES - TOP_K:
+        kept += f": the {TOP_K} lowest"
     outside = sum(r >= TOP_K for r in ranks)
-    mistake = TOP_K_PLUS_ONE if max(ranks) == TOP_K else TOP_K_IGNORED
-    return Part(name, FAIL, f"{setting}: {outside} draws were outside the {TOP_K} best (ranks up to {max(ranks) + 1})",
-                mistake=mistake)
+    summary = (f"{setting}: {outside} draws were outside the {TOP_K} best; the drawn tokens are {kept}" if outside
+               else f"{setting}: the drawn tokens are {kept}, expected all of ranks 1-{TOP_K}")
+    by_rank = np.sort(NEAR_TIE)[::-1]
+    distance, mistake = min((0.5 * np.abs(seen - compute(by_rank, TOP_K)).sum(), i)
+                            for i, (m, compute) in enumerate(TOP_K_MISTAKES))
+    named = distance <= TV_LIMIT / 2 and distance < 0.5 * np.abs(seen - right).sum()
+    return Part(name, FAIL, summary, mistake=TOP_K_MISTAKES[mistake][0] if named else None)
 
 
 def _distribution_part(run: StepRun, next_token) -> Part:

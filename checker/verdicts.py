@@ -78,10 +78,11 @@ def store(step: str, path: Path, checkpoint, report) -> dict:
 
 
 def verdict(step: str, path: Path, checkpoint, *, timeout: float) -> dict:
-    """The cached verdict, or the check run now (and stored)."""
+    """The cached verdict, or the check run now (and stored): the file checked as step `step`, through
+    the adapter for its layout where it has one (checker.layout)."""
     found = lookup(step, path, checkpoint)
     if found is None:
-        from checker.registry import check_module
+        from checker import layout
 
-        found = store(step, path, checkpoint, check_module(step).check(path, checkpoint, timeout=timeout))
+        found = store(step, path, checkpoint, layout.check(step, path, checkpoint, timeout=timeout))
     return found

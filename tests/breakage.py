@@ -144,10 +144,10 @@ BREAKAGES = [
     Breakage("a numpy array returned", TENSOR_STEPS, returns("__import__('numpy').from_dlpack({})"),
              "returned a numpy array", "build the result with MAX Tensor operations"),
     Breakage("a matmul of mismatched shapes inside MAX", list(ENTRY), at_start("_T.zeros([2, 3]) @ _T.zeros([4, 5])"),
-             "MAX could not build MatmulOp", "the shapes in the message are your operands': "
+             "MAX could not build a matmul (@)", "the shapes in the message are your operands': "
              "make their inner dimensions agree", "_T.zeros([2, 3]) @ _T.zeros([4, 5])"),
     Breakage("a reshape to the wrong number of elements", list(ENTRY), at_start("_T.zeros([2, 3]).reshape([5])"),
-             "MAX could not build ReshapeOp", "the new shape must hold as many elements as the old",
+             "MAX could not build reshape", "the new shape must hold as many elements as the old",
              "_T.zeros([2, 3]).reshape([5])"),
     Breakage("an infinite loop", list(ENTRY), at_start("while True: pass"), "no result after",
              "find the loop that never ends; --timeout S changes the limit"),

@@ -123,6 +123,8 @@ GIVEAWAY: dict[str, tuple[int, int]] = {}
 # (step, part) -> {stand-in: the worst margin (max |diff| / allowed) of a correct implementation}
 MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
 MARGIN_LIMIT = 0.1
+# step -> {mutation: (failed, placed, misleading)}, filled by tests/test_unseen.py
+UNSEEN_RESULTS: dict[str, dict[str, tuple[bool, bool, bool]]] = defaultdict(dict)
 
 
 def assert_passes_with_margin(report, step: str, standin: str, record_property) -> None:
@@ -137,7 +139,8 @@ def assert_passes_with_margin(report, step: str, standin: str, record_property) 
 
 
 def pytest_runtest_logreport(report):
-    """Collects what tests recorded for the closing tables: mistakes caught and named, margins, giveaway."""
+    """Collects what tests recorded for the closing tables: mistakes caught and named, uncatalogued mistakes
+    placed, margins, giveaway."""
     if report.when != "call":
         return
     for name, value in report.user_properties:
@@ -147,6 +150,9 @@ def pytest_runtest_logreport(report):
         elif name == "margins":
             for step, part, standin, margin in value:
                 MARGINS[(step, part)][standin] = max(MARGINS[(step, part)].get(standin, 0.0), margin)
+        elif name == "unseen":
+            step, mutation, failed, _all_right, placed, misleading = value
+            UNSEEN_RESULTS[step][mutation] = (failed, placed, misleading)
         elif name == "giveaway":
             step, given, total = value
             GIVEAWAY[step] = (given, total)
@@ -167,6 +173,17 @@ def pytest_terminal_summary(terminalreporter):
             for standin in STANDINS:
                 mine = [r for (m, k), r in results.items() if k == standin]
                 row += [sum(c for c, _ in mine), sum(n for _, n in mine)]
+            totals = [t + r for t, r in zip(totals, row)]
+            write("| " + " | ".join([step, *map(str, row)]) + " |")
+        write("| " + " | ".join(["all", *map(str, totals)]) + " |")
+    if UNSEEN_RESULTS:
+        terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, misleading")
+        write("| step | mutations | failed | placed | misleading |")
+        write("|---|---|---|---|---|")
+        totals = [0] * 4
+        for step in sorted(UNSEEN_RESULTS):
+            results = UNSEEN_RESULTS[step].values()
+            row = [len(results), *(sum(r[i] for r in results) for i in range(3))]
             totals = [t + r for t, r in zip(totals, row)]
             write("| " + " | ".join([step, *map(str, row)]) + " |")
         write("| " + " | ".join(["all", *map(str, totals)]) + " |")

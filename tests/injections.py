@@ -215,6 +215,9 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
         "eos-not-yielded": ("        yield token\n        if token == eos_token_id:\n            return",
                             "        if token == eos_token_id:\n            return\n        yield token"),
         "top-k-plus-one": ("kth = np.sort(logits)[-top_k]", "kth = np.sort(logits)[-top_k - 1]"),
+        "top-k-minus-one": ("np.where(logits < kth", "np.where(logits <= kth"),
+        "top-k-reversed": ("kth = np.sort(logits)[-top_k]\n        logits = np.where(logits < kth",
+                           "kth = np.sort(logits)[top_k - 1]\n        logits = np.where(logits > kth"),
     },
     "13": {
         "cache-shared-across-batch": ("np.zeros((batch_size,", "np.zeros((1,"),
