@@ -10,22 +10,36 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 PIXI = tomllib.loads((REPO / "pixi.toml").read_text())
 
 
-def _pins(requirements: list[str]) -> dict[str, str]:
+def _name(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _pins(requirements: list[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """"max[serve]==26.7.0" -> {"max": ("26.7.0", ("serve",))}"""
     pins = {}
     for req in requirements:
-        name, op, ver = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*(==)\s*([\w.]+)", req).groups()
-        pins[name.lower().replace("_", "-")] = ver
+        name, extras, ver = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[([\w,]+)\])?==([\w.]+)", req).groups()
+        pins[_name(name)] = (ver, tuple(sorted(extras.split(","))) if extras else ())
     return pins
 
 
-def test_same_packages_and_versions():
-    pyproject = _pins(PYPROJECT["project"]["dependencies"])
-    pixi = {
-        name.lower().replace("_", "-"): spec.removeprefix("==")
-        for name, spec in PIXI["pypi-dependencies"].items()
-        if isinstance(spec, str)
-    }
-    assert pixi == pyproject
+def _pixi_pins() -> dict[str, tuple[str, tuple[str, ...]]]:
+    pins = {}
+    for name, spec in PIXI["pypi-dependencies"].items():
+        if isinstance(spec, str):
+            pins[_name(name)] = (spec.removeprefix("=="), ())
+        elif "version" in spec:
+            pins[_name(name)] = (spec["version"].removeprefix("=="), tuple(sorted(spec.get("extras", ()))))
+    return pins
+
+
+def test_same_packages_versions_and_extras():
+    assert _pixi_pins() == _pins(PYPROJECT["project"]["dependencies"])
+
+
+def test_the_serving_stack_is_installed():
+    """Step 14 serves with `max serve`: MAX's `serve` extra, with the transformers it accepts."""
+    assert _pins(PYPROJECT["project"]["dependencies"])["max"][1] == ("serve",)
 
 
 def test_same_python():

@@ -1,0 +1,97 @@
+"""GPT-2's pipeline model for MAX 26.7's serving stack: your step 14 model, compiled for ragged batches.
+
+The compiled graph takes what MAX's ragged batch processor makes for every batch:
+
+    tokens [T] int64, return_n_logits [1] int64, input_row_offsets [B+1] uint32, *kv (the paged cache)
+
+and returns each request's next-token logits [B, V] float32.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from max import tree
+from max.experimental.nn import Module
+from max.nn.kv_cache import KVCacheInputsPerDevice
+from max.pipelines.architectures.llama3_modulev3.batch_processor import Llama3ModuleV3BatchProcessor
+from max.pipelines.context import TextContext
+from max.pipelines.lib import ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
+
+REPO = Path(__file__).resolve().parent.parent
+STEP14 = "GPT2_STEP14"  # the environment variable naming the step 14 file to serve
+
+
+class GPT2BatchProcessor(Llama3ModuleV3BatchProcessor):
+    """MAX's ragged batching: every request's new tokens end to end, and the rows where each ends."""
+
+
+def step14_file() -> Path:
+    return Path(os.environ.get(STEP14) or REPO / "steps" / "step_14.py").resolve()
+
+
+def checkpoint_folder(model_path: str) -> Path:
+    """`--model`'s folder: a local folder as given, a Hugging Face repo id from the hub's cache."""
+    if Path(model_path).is_dir():
+        return Path(model_path)
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(model_path))
+
+
+def learner_model(kv_params, checkpoint_dir: Path):
+    """The learner's GPT2Paged around their step 11 GPT2LMHeadModel, loaded by their load_hf_weights."""
+    import json
+
+    from max.experimental import functional as F
+    from safetensors.numpy import load_file
+
+    from checker.learner import import_step
+    from checker.weights import learner_config
+
+    path = step14_file()
+    fourteen = import_step(path, "_served_step14")
+    eleven = import_step(path.with_name(path.name.replace("14", "11")), "_served_step11")
+    config = learner_config(json.loads((checkpoint_dir / "config.json").read_text()))
+    with F.lazy():
+        lm = eleven.GPT2LMHeadModel(config)
+    eleven.load_hf_weights(lm, load_file(checkpoint_dir / "model.safetensors"))
+    return fourteen.GPT2Paged(lm, kv_params)
+
+
+class ServedGPT2(Module):
+    """The graph MAX's serving stack runs: its inputs unpacked for the learner's GPT2Paged."""
+
+    def __init__(self, paged, kv_params):
+        self.paged = paged
+        self.kv_params = kv_params
+
+    def forward(self, tokens, return_n_logits, input_row_offsets, *kv_inputs) -> ModuleV3Outputs:
+        del return_n_logits  # one position's logits per request: the next token's
+        flat = iter(x._graph_value for x in kv_inputs)
+        (kv_collection,) = tree.leaves(self.kv_params.unflatten_kv_inputs(flat), leaf=KVCacheInputsPerDevice)
+        logits = self.paged(tokens, kv_collection, input_row_offsets)  # [B, V]
+        return ModuleV3Outputs(next_token_logits=logits, logits=None, logit_offsets=None, hidden_states=None)
+
+
+class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
+    """Builds the learner's model from the checkpoint folder and compiles it for ragged batches."""
+
+    batch_processor_cls: ClassVar[type[GPT2BatchProcessor]] = GPT2BatchProcessor
+
+    def load_model(self):
+        model_config = self._create_model_config({})
+        self._init_distributed_runtime(model_config)
+        served = ServedGPT2(learner_model(self.kv_params, checkpoint_folder(self.pipeline_config.model.model_path)),
+                            self.kv_params)
+        types = self._get_compile_input_types(model_config)
+        self._wire_batch_processor(served, model_config)
+        return served.compile(*types)
+
+    def _create_model_config(self, state_dict: dict[str, Any]) -> Any:
+        del state_dict
+        from gpt2_arch.arch import GPT2ArchConfig
+
+        return GPT2ArchConfig.initialize(self.pipeline_config, max_seq_len=self.max_seq_len)
