@@ -20,6 +20,8 @@ from max.pipelines.architectures.llama3_modulev3.batch_processor import Llama3Mo
 from max.pipelines.context import TextContext
 from max.pipelines.lib import ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
 
+from gpt2_arch.config import GPT2ArchConfig
+
 REPO = Path(__file__).resolve().parent.parent
 STEP14 = "GPT2_STEP14"  # the environment variable naming the step 14 file to serve
 
@@ -79,6 +81,7 @@ class ServedGPT2(Module):
 class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
     """Builds the learner's model from the checkpoint folder and compiles it for ragged batches."""
 
+    model_config_cls: ClassVar[type[GPT2ArchConfig]] = GPT2ArchConfig
     batch_processor_cls: ClassVar[type[GPT2BatchProcessor]] = GPT2BatchProcessor
 
     def load_model(self):
@@ -92,6 +95,4 @@ class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
 
     def _create_model_config(self, state_dict: dict[str, Any]) -> Any:
         del state_dict
-        from gpt2_arch.arch import GPT2ArchConfig
-
         return GPT2ArchConfig.initialize(self.pipeline_config, max_seq_len=self.max_seq_len)

@@ -1,0 +1,153 @@
+"""A `max serve` of a step 14 file on 127.0.0.1: started on a free port, waited for, always stopped.
+
+    with Server(step14_file, checkpoint_dir) as server:   # prints a progress line while MAX compiles
+        server.client()                                   # an openai.OpenAI for server.url
+
+The server runs in its own process group; leaving the `with` (normally, on an error, on Ctrl-C
+or at the time limit) stops the whole group, and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from checker.paths import REPO
+
+START_LIMIT = 900.0  # seconds: a cold start compiles the model (~75-130 s on 2 cores) and the sampler
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> list[str]:
+    """`max serve` of the GPT-2 checkpoint folder through the course's gpt2_arch package, CPU only."""
+    return [sys.executable, "-c", "import sys; from max._entrypoints.pipelines import main; sys.argv[0] = 'max'; sys.exit(main())", "serve",
+            "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--devices", "cpu",
+            "--max-batch-size", str(max_batch_size),
+            "--no-enable-overlap-scheduler", "--no-device-graph-capture",
+            "--host", "127.0.0.1", "--port", str(port)]
+
+
+def environment(step14: Path) -> dict[str, str]:
+    return {**os.environ, "GPT2_STEP14": str(step14), "HF_HUB_OFFLINE": "1", "MAX_SERVE_DISABLE_TELEMETRY": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+class ServerError(Exception):
+    """The server did not start; the message holds the last lines it printed."""
+
+
+class Server:
+    def __init__(self, step14: Path, checkpoint_dir: Path, *, port: int | None = None, limit: float = START_LIMIT,
+                 log: Path | None = None, quiet: bool = False, max_batch_size: int = 16):
+        self.step14, self.checkpoint_dir, self.limit, self.quiet = step14, checkpoint_dir, limit, quiet
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log or REPO / ".cache" / f"serve-{self.port}.log"
+        self.max_batch_size = max_batch_size
+        self.process: subprocess.Popen | None = None
+        self.started_in: float | None = None
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        began = time.perf_counter()
+        with open(self.log, "w") as out:
+            self.process = subprocess.Popen(command(self.checkpoint_dir, self.port, max_batch_size=self.max_batch_size),
+                                            cwd=REPO, env=environment(self.step14), stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait(began)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.perf_counter() - began
+
+    def _wait(self, began: float) -> None:
+        shown = ""
+        while True:
+            elapsed = time.perf_counter() - began
+            if self.process.poll() is not None:
+                raise ServerError(f"max serve stopped (exit code {self.process.returncode}) before it was ready:\n"
+                                  + self.tail())
+            if elapsed > self.limit:
+                raise ServerError(f"max serve was not ready after {self.limit:.0f} s:\n" + self.tail())
+            if self.ready():
+                if not self.quiet:
+                    print(f"\r(max serve is ready after {elapsed:.0f} s){' ' * 40}", file=sys.stderr, flush=True)
+                return
+            line = f"\r(starting max serve of your model: {self.stage()}, {elapsed:.0f} s; " \
+                   f"a first start compiles it, 2-4 min on 2 cores)"
+            if not self.quiet and line != shown:
+                print(line, end="", file=sys.stderr, flush=True)
+                shown = line
+            time.sleep(1.0)
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/v1/models", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def stage(self) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        for marker, stage in (("sampler", "compiling the sampler"), ("Compiling ServedGPT2", "model compiled"),
+                              ("Building ServedGPT2", "compiling your model"), ("Initializing model", "loading"),):
+            if marker in text:
+                return stage
+        return "starting"
+
+    def tail(self, lines: int = 15) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("*", " "))]
+        errors = [ln for ln in text.splitlines() if "Error" in ln or "error:" in ln]
+        return "\n".join(dict.fromkeys(kept[-lines:] + errors[-3:]))
+
+    def stop(self) -> None:
+        """SIGTERM to the server's whole process group, SIGKILL after 20 s."""
+        if self.process is None or self.process.poll() is not None and not _group_alive(self.process.pid):
+            return
+        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            end = time.monotonic() + wait
+            while time.monotonic() < end and _group_alive(self.process.pid):
+                self.process.poll()
+                time.sleep(0.2)
+            if not _group_alive(self.process.pid):
+                self.process.poll()
+                return
+
+    def client(self):
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.url + "/v1", api_key="not-needed", max_retries=0, timeout=120)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
