@@ -255,6 +255,30 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    f"numpy's random Generator ({NUMPY_RANDOM}): np.random.default_rng(seed), made once.",
                    "Make it before the loop and pass it to next_token for every token."],
     },
+    "14": {
+        "earlier": _EARLIER,
+        "ragged": ["A row's position is its request's cached count plus how far the row is into its request's "
+                   "new rows: find each row's request, then where that request starts.",
+                   f"Tensor.arange ({api('Tensor.arange')}) takes a symbolic length; F.gather "
+                   f"({api('F.gather')}) reads one entry per row; F.cast ({api('F.cast')}) turns uint32 into int64.",
+                   "owner of row t = how many request ends (offsets[1:]) are <= t; then start = offsets[owner], "
+                   "cached = cache_lengths[owner]."],
+        "paged": ["Attention is the only place requests could see each other: the kernel keeps each request to "
+                  "its own pages; your part is what goes in (q, k, v per head), where (this layer) and how "
+                  "(causal, GPT-2's scale); then step 13's model, row by row.",
+                  "max.nn.kernels: store_k_cache_ragged / store_v_cache_ragged write [T, H, D]; "
+                  "flash_attention_ragged(kv_params, q, input_row_offsets, kv_collection, layer_idx, mask_variant, "
+                  f"scale) attends (https://docs.modular.com/max/api/python/nn/kernels/); F.gather "
+                  f"({api('F.gather')}) picks rows.",
+                  "layer_idx = a uint32 scalar Tensor equal to the block's index; MHAMaskVariant.CAUSAL_MASK; "
+                  "scale 1 / sqrt(head_dim); logits from the row before each input_row_offsets[1:]."],
+        "served": ["The served model is your GPT2Paged with all blocks: what passes above serves; a difference "
+                   "here is in what max serve hands your model that the check's batches did not.",
+                   "max serve's log for the check's server is in .cache/serve-<port>.log; `pixi run serve` "
+                   "serves your model by hand (https://docs.modular.com/max/cli/serve/).",
+                   "Send the request the check lists as failing to `pixi run serve` with curl, and compare "
+                   "with `pixi run gpt2` on the same prompt."],
+    },
 }
 
 SOURCES: dict[str, dict[str, str]] = {
@@ -278,6 +302,7 @@ SOURCES: dict[str, dict[str, str]] = {
     "13": {"empty": "empty_cache", "attention": "attention_with_cache", "model": "GPT2WithCache.forward",
            "compiled": "attention_with_cache", "generate": "generate_with_cache", "eos": "generate_with_cache",
            "seeded": "generate_with_cache"},
+    "14": {"ragged": "ragged_positions", "paged": "GPT2Paged.forward", "served": "paged_attention"},
 }
 STATE = paths.REPO / ".cache" / "hints.json"
 

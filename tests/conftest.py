@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 os.environ["GPT2_WEIGHTS"] = "synthetic"
+os.environ["GPT2_CHECK_SERVE"] = "0"  # step 14's served part: one server per session (tests/test_step14.py), not one per check
 
 from checker import warmup  # noqa: E402
 from checker.paths import REPO, finished_step  # noqa: E402

@@ -244,4 +244,11 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
                                 "        cache = empty_cache(config, 1)\n        ids = ids"),
         "cache-not-passed-back": ("        logits, *cache = model(", "        logits, *_ = model("),
     },
+    "14": {
+        "positions-not-offset": ("    return rows - first_row + cached", "    return rows - first_row"),
+        "positions-batch-rows": ("    return rows - first_row + cached", "    return rows + cached"),
+        "first-row-logits": ("last_rows = F.cast(input_row_offsets[1:], DType.int64) - 1",
+                             "last_rows = F.cast(input_row_offsets[:-1], DType.int64)"),
+        "attention-unscaled": ("scale=1 / math.sqrt(attn.head_dim)", "scale=1.0"),
+    },
 }

@@ -1,0 +1,58 @@
+"""pixi run serve: your GPT-2 (steps/step_14.py and the steps it uses) behind `max serve`, on 127.0.0.1.
+
+    pixi run serve                  your steps, on the real GPT-2 if downloaded, else the stand-in
+    pixi run serve --solutions      the course's solutions
+    pixi run serve --port 8000      a port of your choice (default: a free one)
+
+Prints the URL and a curl line once the server is ready; Ctrl-C stops it (and everything it started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from checker.paths import shown, step_file
+from checker.server import Server, ServerError
+from checker.weights import find_checkpoint
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pixi run serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--solutions", action="store_true", help="serve the course's solutions instead of your steps")
+    parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--for-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this
+    args = parser.parse_args(argv)
+    path = step_file("14", solution=args.solutions)
+    checkpoint = find_checkpoint()
+    print(f"Weights: {checkpoint.describe()}")
+    if checkpoint.kind in ("synthetic", "scale"):
+        print("(a stand-in's random weights: the text is gibberish, as in pixi run gpt2; its ids are what is checked)")
+    print(f"Serving {shown(path)} with max serve...", flush=True)
+    try:
+        with Server(path, checkpoint.path, port=args.port) as server:
+            model = str(checkpoint.path)
+            print(f"\nYour GPT-2 answers at {server.url}/v1 (OpenAI API; model name {model!r}). Try:\n")
+            print(f"  curl {server.url}/v1/completions -H 'Content-Type: application/json' \\\n"
+                  f"    -d '{{\"model\": \"{model}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "
+                  f"\"temperature\": 0}}'\n")
+            print("Ctrl-C stops the server.", flush=True)
+            end = time.monotonic() + args.for_seconds if args.for_seconds else None
+            while server.process.poll() is None and (end is None or time.monotonic() < end):
+                time.sleep(0.5)
+            if server.process.poll() is not None:
+                print(f"max serve stopped (exit code {server.process.returncode}):\n{server.tail()}", file=sys.stderr)
+                return 1
+    except ServerError as e:
+        print(f"max serve of {shown(path)} did not start: {e}", file=sys.stderr)
+        print("Does pixi run s14 pass? It checks the same model, with messages that say what is wrong.",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nStopped.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
