@@ -50,16 +50,19 @@ def learner_model(kv_params, checkpoint_dir: Path):
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
-    from checker.learner import import_step
-    from checker.weights import learner_config
+    from checker.deps import used_modules
+    from checker.learner import LearnerError, import_step
+    from checker.weights import MODEL_FILE, learner_config
 
     path = step14_file()
     fourteen = import_step(path, "_served_step14")
-    eleven = import_step(path.with_name(path.name.replace("14", "11")), "_served_step11")
+    eleven = used_modules(fourteen).get("11")  # the step 11 file step 14 imports, as the check finds it
+    if eleven is None:
+        raise LearnerError(f"{path.name} imports no step 11: import GPT2LMHeadModel and load_hf_weights from it")
     config = learner_config(json.loads((checkpoint_dir / "config.json").read_text()))
     with F.lazy():
         lm = eleven.GPT2LMHeadModel(config)
-    eleven.load_hf_weights(lm, load_file(checkpoint_dir / "model.safetensors"))
+    eleven.load_hf_weights(lm, load_file(checkpoint_dir / MODEL_FILE))
     return fourteen.GPT2Paged(lm, kv_params)
 
 

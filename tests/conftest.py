@@ -110,6 +110,14 @@ def course_clone(parent: Path, steps: dict[str, str]) -> Path:
     return repo
 
 
+def check_reports(repo: Path, steps, *, timeout: float) -> dict[str, str]:
+    """Each step's report from `python -m checker NN` run in `repo` as a learner runs it, all in one process."""
+    script = ("import sys\nfrom checker.__main__ import main\n"
+              "for step in sys.argv[1:]:\n    print(f'=== {step}', flush=True)\n    main([step])\n")
+    out = run_python("-c", script, *steps, cwd=repo, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return dict(part.split("\n", 1) for part in out.stdout.split("=== ")[1:])
+
 @pytest.fixture
 def learner_repo(tmp_path):
     """A clone of the course whose steps/ hold finished steps (the solutions, importing each other as
@@ -159,35 +167,33 @@ def pytest_runtest_logreport(report):
             GIVEAWAY[step] = (given, total)
 
 
+def _table(write, columns: list[str], rows: dict[str, list[int]]) -> None:
+    """A Markdown table: one row of counts per step, in step order, then their sums ("all")."""
+    write("| " + " | ".join(["step", *columns]) + " |")
+    write("|" + "---|" * (len(columns) + 1))
+    for step in sorted(rows):
+        write("| " + " | ".join([step, *map(str, rows[step])]) + " |")
+    write("| " + " | ".join(["all", *(str(sum(col)) for col in zip(*rows.values()))]) + " |")
+
+
 def pytest_terminal_summary(terminalreporter):
     """The mutation suite's table (per step and stand-in: mistakes injected, caught, named) and the
     margin table (per part and stand-in: the worst max |diff| / allowed of a correct implementation)."""
     write = terminalreporter.write_line
     if MUTATION_RESULTS:
         terminalreporter.section("mistake catalogue: injected into the solutions")
-        write("| step | mistakes | caught, synthetic | named, synthetic | caught, GPT-2-scale | named, GPT-2-scale |")
-        write("|---|---|---|---|---|---|")
-        totals = [0] * 5
-        for step in sorted(MUTATION_RESULTS):
-            results = MUTATION_RESULTS[step]
-            row = [len({m for m, _ in results})]
+        rows = {}
+        for step, results in MUTATION_RESULTS.items():
+            rows[step] = [len({m for m, _ in results})]
             for standin in STANDINS:
                 mine = [r for (m, k), r in results.items() if k == standin]
-                row += [sum(c for c, _ in mine), sum(n for _, n in mine)]
-            totals = [t + r for t, r in zip(totals, row)]
-            write("| " + " | ".join([step, *map(str, row)]) + " |")
-        write("| " + " | ".join(["all", *map(str, totals)]) + " |")
+                rows[step] += [sum(c for c, _ in mine), sum(n for _, n in mine)]
+        _table(write, ["mistakes", "caught, synthetic", "named, synthetic", "caught, GPT-2-scale",
+                       "named, GPT-2-scale"], rows)
     if UNSEEN_RESULTS:
         terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, misleading")
-        write("| step | mutations | failed | placed | misleading |")
-        write("|---|---|---|---|---|")
-        totals = [0] * 4
-        for step in sorted(UNSEEN_RESULTS):
-            results = UNSEEN_RESULTS[step].values()
-            row = [len(results), *(sum(r[i] for r in results) for i in range(3))]
-            totals = [t + r for t, r in zip(totals, row)]
-            write("| " + " | ".join([step, *map(str, row)]) + " |")
-        write("| " + " | ".join(["all", *map(str, totals)]) + " |")
+        _table(write, ["mutations", "failed", "placed", "misleading"],
+               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))] for step, r in UNSEEN_RESULTS.items()})
     if GIVEAWAY:
         terminalreporter.section("skeletons: how much of each solution their comments and docstrings give away")
         write("| step | given away | of tokens to write | share |")

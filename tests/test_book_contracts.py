@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from checker.paths import REPO
-from tests.conftest import course_clone, run_python
+from tests.conftest import check_reports, course_clone, run_python
 
 BOOK = REPO / "tests" / "book"
 # step -> what the header says of the contract it recognised (None: the course's own contract fits)
@@ -28,12 +28,7 @@ def book_repo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def book_reports(book_repo) -> dict[str, str]:
     """Every check's report on the book-style files, as a learner runs it."""
-    repo = book_repo
-    script = ("import sys\nfrom checker.__main__ import main\n"
-              "for step in sys.argv[1:]:\n    print(f'=== {step}', flush=True)\n    main([step])\n")
-    out = run_python("-c", script, *CONTRACTS, cwd=repo, timeout=1500)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return dict(part.split("\n", 1) for part in out.stdout.split("=== ")[1:])
+    return check_reports(book_repo, CONTRACTS, timeout=1500)
 
 
 @pytest.mark.parametrize("step", CONTRACTS)

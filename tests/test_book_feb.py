@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from checker.paths import REPO
-from tests.conftest import course_clone, run_python
+from tests.conftest import check_reports, course_clone
 
 BOOK = REPO / "tests" / "book_feb"
 JANUARY = REPO / "tests" / "book"
@@ -46,11 +46,7 @@ def test_a_file_of_another_steps_names_says_what_it_lacks(write_step):
 def feb_reports(tmp_path_factory) -> dict[str, str]:
     """Every February file's report, in a clone whose steps/ hold the eleven, checked by the book's numbers."""
     repo = course_clone(tmp_path_factory.mktemp("book_feb"), {p.name: p.read_text() for p in BOOK.glob("step_*.py")})
-    script = ("import sys\nfrom checker.__main__ import main\n"
-              "for step in sys.argv[1:]:\n    print(f'=== {step}', flush=True)\n    main([step])\n")
-    out = run_python("-c", script, *LAYOUT, cwd=repo, timeout=1800)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    return dict(part.split("\n", 1) for part in out.stdout.split("=== ")[1:])
+    return check_reports(repo, LAYOUT, timeout=1800)
 
 
 @pytest.mark.parametrize("number", LAYOUT)

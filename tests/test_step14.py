@@ -1,41 +1,47 @@
 """Step 14: the served model. One real `max serve` of the solution per test session (the check's served
 part), requests from the openai client against transformers, and no process left behind."""
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from checker import server as server_module
 from checker import step14
 from checker.paths import REPO
 from checker.report import PASS, TODO
-from checker.server import Server, ServerError
+from checker.server import Server, ServerError, free_port
 from tests.conftest import run_python
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 
 
-def _servers() -> str:
-    return subprocess.run(["pgrep", "-af", "gpt2_arch"], capture_output=True, text=True).stdout
+def _servers(port: int) -> str:
+    """The processes of the server on `port` (other tests' servers run beside it under xdist)."""
+    return subprocess.run(["pgrep", "-af", f"gpt2_arch.*--port {port}$"], capture_output=True, text=True).stdout
 
 
-def test_a_real_server_answers_like_transformers(checkpoint):
+def test_a_real_server_answers_like_transformers(checkpoint, monkeypatch):
     """Greedy, streaming, 8 concurrent, 4xx for a request past n_positions and for invalid parameters."""
+    port = free_port()
+    monkeypatch.setattr(server_module, "free_port", lambda: port)
     part = step14._served_part(SOLUTION, checkpoint)
     assert part.status == PASS, "\n".join([part.summary, *part.details])
     assert sum(d.startswith("ok ") for d in part.details) == 6, part.details
-    assert not _servers(), "a server was left running"
+    assert not _servers(port), "a server was left running"
 
 
 def test_a_server_that_cannot_start_says_why_and_leaves_nothing(checkpoint, tmp_path):
     broken = tmp_path / "step_14.py"
     broken.write_text(SOLUTION.read_text().replace("class GPT2Paged(Module):", "class GPT2Paged(Module)"))
     (tmp_path / "step_11.py").write_text((REPO / "solutions" / "solution_11.py").read_text())
+    server = Server(broken, checkpoint.path, limit=300, quiet=True)
     with pytest.raises(ServerError) as e:
-        with Server(broken, checkpoint.path, limit=300, quiet=True):
+        with server:
             pass
     assert "before it was ready" in str(e.value) and "SyntaxError" in str(e.value), str(e.value)
-    assert not _servers(), "a server was left running"
+    assert not _servers(server.port), "a server was left running"
 
 
 def test_the_skeleton_is_todo(checkpoint):
@@ -55,4 +61,5 @@ def test_serve_command_prints_the_url_and_stops(checkpoint):
     run = run_python("-m", "gpt2_arch", "--solutions", "--for-seconds", "1", cwd=Path("/"), timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "http://127.0.0.1:" in run.stdout and "curl " in run.stdout and "gibberish" in run.stdout
-    assert not _servers(), "a server was left running"
+    port = int(re.search(r"http://127\.0\.0\.1:(\d+)", run.stdout).group(1))
+    assert not _servers(port), "a server was left running"
