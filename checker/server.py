@@ -1,7 +1,7 @@
 """A `max serve` of a step 14 file on 127.0.0.1: started on a free port, waited for, always stopped.
 
     with Server(step14_file, checkpoint_dir) as server:   # prints a progress line while MAX compiles
-        server.client()                                   # an openai.OpenAI for server.url
+        server.client()                                   # an openai.OpenAI for server.url; model "gpt2"
 
 The server runs in its own process group; leaving the `with` (normally, on an error, on Ctrl-C
 or at the time limit) stops the whole group, and nothing is left behind.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from checker.paths import REPO
 
+MODEL = "gpt2"  # the name clients ask for, whatever checkpoint folder is served
 START_LIMIT = 900.0  # seconds: a cold start compiles the model (~75-130 s on 2 cores) and the sampler
 
 
@@ -32,7 +33,8 @@ def free_port() -> int:
 def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> list[str]:
     """`max serve` of the GPT-2 checkpoint folder through the course's gpt2_arch package, CPU only."""
     return [sys.executable, "-c", "import sys; from max._entrypoints.pipelines import main; sys.argv[0] = 'max'; sys.exit(main())", "serve",
-            "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--devices", "cpu",
+            "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--served-model-name", MODEL,
+            "--devices", "cpu",
             "--max-batch-size", str(max_batch_size),
             "--no-enable-overlap-scheduler", "--no-device-graph-capture",
             "--host", "127.0.0.1", "--port", str(port)]
@@ -90,7 +92,8 @@ class Server:
                 raise ServerError(f"max serve was not ready after {self.limit:.0f} s:\n" + self.tail())
             if self.ready():
                 if not self.quiet:
-                    print(f"\r(max serve is ready after {elapsed:.0f} s){' ' * 40}", file=sys.stderr, flush=True)
+                    done = f"(max serve is ready after {elapsed:.0f} s)"
+                    print("\r" + done.ljust(len(shown) - 1), file=sys.stderr, flush=True)  # over the progress line
                 return
             line = f"\r(starting max serve of your model: {self.stage()}, {elapsed:.0f} s; " \
                    f"a first start compiles it, 2-4 min on 2 cores)"

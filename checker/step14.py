@@ -358,8 +358,10 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
     from openai import APIStatusError
     from transformers import AutoTokenizer
 
+    from checker.server import MODEL
+
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
-    client, model = server.client(), str(checkpoint.path)
+    client, model = server.client(), MODEL
     expected = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
     texts = [tokenizer.decode(ids) for ids in expected]
 

@@ -14,7 +14,7 @@ import sys
 import time
 
 from checker.paths import shown, step_file
-from checker.server import Server, ServerError
+from checker.server import MODEL, Server, ServerError
 from checker.weights import find_checkpoint
 
 
@@ -32,10 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Serving {shown(path)} with max serve...", flush=True)
     try:
         with Server(path, checkpoint.path, port=args.port) as server:
-            model = str(checkpoint.path)
-            print(f"\nYour GPT-2 answers at {server.url}/v1 (OpenAI API; model name {model!r}). Try:\n")
+            print(f"\nYour GPT-2 answers at {server.url}/v1 (OpenAI API; model name {MODEL!r}). Try:\n")
             print(f"  curl {server.url}/v1/completions -H 'Content-Type: application/json' \\\n"
-                  f"    -d '{{\"model\": \"{model}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "
+                  f"    -d '{{\"model\": \"{MODEL}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "
                   f"\"temperature\": 0}}'\n")
             print("Ctrl-C stops the server.", flush=True)
             end = time.monotonic() + args.for_seconds if args.for_seconds else None
