@@ -216,9 +216,13 @@ def _where(got: list[np.ndarray], want: list[np.ndarray]) -> list[str]:
     if not wrong["prompt"] and wrong["decode"]:
         lines.append("every prompt is right and decode steps are not: what a request reads back from its "
                      "cache, or the positions of tokens after it")
-    elif wrong["prompt"] and len(wrong["prompt"]) < len(wrong["prompt"]) + len(right["prompt"]):
+    elif wrong["prompt"] and right["prompt"]:
         lines.append("some prompts are right and others not: look at what differs per request in the batch "
                      "(its rows, its positions)")
+    elif wrong["prompt"]:
+        lines.append("every request is wrong, prompts too, so not only what the cache gives back: look at "
+                     "paged_attention (the keys and values it stores, the mask and scale it attends with) and at "
+                     "the rows whose logits are taken; ragged_positions is checked apart, above")
     return lines
 
 

@@ -141,13 +141,11 @@ STYLES: dict[str, dict[str, tuple]] = {
              "        state[\"cache\"] = rest\n")),
     },
     "14": {
-        "positions from a one-hot of the owner": (
-            ("    first_row = F.gather(starts, request, axis=0)  # [T]: where the row's request starts\n"
-             "    cached = F.gather(F.cast(cache_lengths, DType.int64), request, axis=0)  # [T]\n"),
-            ("    owns = F.cast(request[:, None] == Tensor.arange(starts.shape[0], dtype=DType.int64, "
-             "device=offsets.device)[None, :], DType.int64)  # [T, B]\n"
-             "    first_row = F.sum(owns * starts[None, :], axis=-1).reshape([-1])\n"
-             "    cached = F.sum(owns * F.cast(cache_lengths, DType.int64)[None, :], axis=-1).reshape([-1])\n")),
+        "where a row's request starts, from a one-hot of its owner": (
+            "    first_row = F.gather(starts, request, axis=0)  # [T]: where the row's request starts\n",
+            "    owns = F.cast(request[:, None] == Tensor.arange(starts.shape[0], dtype=DType.int64, "
+            "device=offsets.device)[None, :], DType.int64)  # [T, B]\n"
+            "    first_row = F.sum(owns * starts[None, :], axis=-1).reshape([-1])\n"),
         "scale as head_dim ** -0.5": ("scale=1 / math.sqrt(attn.head_dim)", "scale=attn.head_dim ** -0.5"),
         "ln_f on every row, then the last rows": (
             "last = t.ln_f(F.gather(x, last_rows, axis=0))", "last = F.gather(t.ln_f(x), last_rows, axis=0)"),
