@@ -89,12 +89,13 @@ def _max_names() -> set[str]:
     from max.experimental import functional as F
     from max.experimental import nn
     from max.experimental.tensor import Tensor
+    from max.nn import attention, kernels  # step 14's paged-cache operations and mask variants
     from transformers import pytorch_utils
     from transformers.models.gpt2 import modeling_gpt2
 
     return {*dir(nn), "Tensor", *(f"F.{n}" for n in dir(F)), *(f"Tensor.{n}" for n in dir(Tensor)),
             *(n for n in dir(modeling_gpt2) if n.startswith("GPT2")), *(n for n in dir(graph) if n[0].isupper()),
-            *(n for n in dir(pytorch_utils) if n[0].isupper()), *dir(builtins)}
+            *(n for n in dir(pytorch_utils) if n[0].isupper()), *dir(kernels), *dir(attention), *dir(builtins)}
 
 
 def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str]:
@@ -130,10 +131,10 @@ def test_page_names_only_what_exists(page):
 
 
 def test_the_name_check_catches_a_wrong_page():
-    wrong = ("Run `pixi run s14`, edit `steps/step_14.py`, call `F.not_an_op`, subclass `GPT2Nope`, "
+    wrong = ("Run `pixi run s15`, edit `steps/step_15.py`, call `F.not_an_op`, subclass `GPT2Nope`, "
              "use `GPT2MultiHeadAttention._missing`, `python -m checker.nothing`, then `causal_masks(3, 0)`.")
     assert unknown_names(wrong, _defined(), _max_names()) == [
-        "pixi run s14", "steps/step_14.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
+        "pixi run s15", "steps/step_15.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
         "python -m checker.nothing", "causal_masks(3, 0)"]
 
 
