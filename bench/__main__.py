@@ -4,6 +4,8 @@
     python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
     python -m bench --profile        also time each weight matrix's product alone (bench/matvec.py)
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
+    python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
+    python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
 
 In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
@@ -218,13 +220,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true", help="a 2-layer GPT-2: seconds instead of minutes")
     parser.add_argument("--checks", action="store_true", help="time every step's check, cold and warm")
     parser.add_argument("--profile", action="store_true", help="also time each weight product alone (decode)")
+    parser.add_argument("--serve", action="store_true", help="max serve at 1/4/16 streams against transformers")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure after the warm-up")
-    parser.add_argument("--json", type=Path, default=CACHE / "bench.json", help="where to write the figures")
+    parser.add_argument("--json", type=Path, default=None, help="where to write the figures (default .cache/)")
     args = parser.parse_args(argv)
     if args.checks:
         from bench.checks import main as checks
 
         return checks()
+    if args.serve:
+        from bench.serve import FULL, TINY
+        from bench.serve import main as serve
+        from checker.weights import checkpoint_for_command
+
+        if (checkpoint := checkpoint_for_command()) is None:
+            return 2
+        return serve(checkpoint, machine(), args.json or CACHE / "bench-serve.json", TINY if args.tiny else FULL)
 
     import checker  # noqa: F401  (MAX's executor setting)
     from bench.bandwidth import read_bandwidth
@@ -251,9 +262,10 @@ def main(argv: list[str] | None = None) -> int:
 
             result["matvecs"] = time_matvecs(config)
     print(report(result))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1))
-    print(f"\nFigures written to {shown(args.json)}")
+    path = args.json or CACHE / "bench.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1))
+    print(f"\nFigures written to {shown(path)}")
     return 0 if result["tokens"]["identical"] else 1
 
 

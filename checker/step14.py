@@ -357,6 +357,12 @@ def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int
     return out
 
 
+def same_text(served: str, expected: str) -> bool:
+    """The served text is the expected ids decoded. max serve holds back the bytes of a last token that
+    end inside a UTF-8 character, which tokenizer.decode shows as U+FFFD: those may be missing."""
+    return served == expected or served == expected.rstrip("\ufffd")
+
+
 def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
     """Real requests against a running server: (what, ok, what came back) for each check."""
     from openai import APIStatusError
@@ -375,11 +381,12 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
     results = []
     got = [complete(p) for p in PROMPTS]
     results.append((f"greedy completions of {len(PROMPTS)} prompts equal transformers' greedy ids",
-                    got == texts, "; ".join(f"{g!r} (expected {t!r})" for g, t in zip(got, texts) if g != t)))
+                    all(map(same_text, got, texts)),
+                    "; ".join(f"{g!r} (expected {t!r})" for g, t in zip(got, texts) if not same_text(g, t))))
     stream = client.completions.create(model=model, prompt=PROMPTS[0], max_tokens=NEW_TOKENS, temperature=0,
                                        stream=True)
     pieces = "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
-    results.append(("streaming returns the same tokens in order", pieces == texts[0],
+    results.append(("streaming returns the same tokens in order", same_text(pieces, texts[0]),
                     f"{pieces!r}, expected {texts[0]!r}"))
     many = [PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS)) for i in range(CONCURRENT)]
     lengths = [NEW_TOKENS - i % 3 for i in range(CONCURRENT)]
@@ -402,7 +409,7 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
             results.append((f"{what} gets a 4xx with a message", 400 <= code < 500 and bool(message),
                             f"{code}: {message}"))
     after = complete(PROMPTS[1])
-    results.append(("the server goes on serving after them", after == texts[1], f"{after!r}"))
+    results.append(("the server goes on serving after them", same_text(after, texts[1]), f"{after!r}"))
     return results
 
 
