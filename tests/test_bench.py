@@ -80,3 +80,56 @@ def test_the_mojo_kernel_computes_x_times_w_transposed():
     with_bias = np.from_dlpack(matvec_bias()(Tensor.from_dlpack(x), Tensor.from_dlpack(w), Tensor.from_dlpack(b)))
     np.testing.assert_allclose(got, want, atol=1e-5)
     np.testing.assert_allclose(with_bias, want + b, atol=1e-5)
+
+
+def test_serving_bench_on_a_tiny_load(tmp_path):
+    """`bench --serve --tiny`: a real max serve of solution 14 at 1 and 2 streams, transformers beside it."""
+    out = tmp_path / "serve.json"
+    done = run_python("-m", "bench", "--serve", "--tiny", "--json", str(out), timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    from bench.serve import TINY, same_tokens
+
+    assert [row["streams"] for row in result["levels"]] == list(TINY.streams) and same_tokens(result)
+    for row in result["levels"]:
+        for side in (row["served"], row["transformers"]):
+            assert side["requests"] == TINY.rounds * row["streams"]
+            assert side["tokens"] == side["requests"] * TINY.new_tokens and side["tokens_per_s"] > 0
+            assert 0 < side["token_p50_ms"] <= side["token_p99_ms"]
+    assert "| 2 |" in done.stdout and "goal >= 4x" in done.stdout
+
+
+def test_serving_figures_are_computed_from_the_clocks():
+    from bench.serve import Run, same_tokens, summary
+
+    runs = [Run(sent=0.0, times=[0.5, 0.6, 0.8], text="", tokens=3),
+            Run(sent=0.2, times=[0.9, 1.0, 1.1], text="", tokens=3)]
+    got = summary(runs, began=0.0, ended=2.0)
+    gaps_ms = [100.0, 200.0, 100.0, 100.0]  # 0.6-0.5, 0.8-0.6, 1.0-0.9, 1.1-1.0
+    assert got["tokens_per_s"] == 6 / 2.0 and got["requests"] == 2
+    assert abs(got["ttft_p50_ms"] - np.median([500.0, 700.0])) < 1e-6
+    assert abs(got["token_p50_ms"] - np.median(gaps_ms)) < 1e-6
+    assert abs(got["token_p99_ms"] - np.percentile(gaps_ms, 99)) < 1e-6
+    level = dict(served=dict(requests=2), same_text=2, exact_length=2)
+    assert same_tokens(dict(levels=[level]))
+    for wrong in (dict(same_text=1), dict(exact_length=1)):
+        assert not same_tokens(dict(levels=[{**level, **wrong}]))
+
+
+def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):
+    """bench.serve's generate() with its clock and vocabulary mask equals a plain argmax loop."""
+    import torch
+
+    from bench.__main__ import _hf_tiny
+    from bench.serve import prompts, transformers_level
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(_hf_tiny(tmp_path)).eval()
+    vocab, batch = 300, prompts(300, 2, 5, seed=0)
+    figures, ids = transformers_level(model, vocab, [batch], new_tokens=6)
+    want = torch.tensor(batch)
+    with torch.no_grad():
+        for _ in range(6):
+            want = torch.cat([want, model(want).logits[:, -1, :vocab].argmax(-1, keepdim=True)], dim=1)
+    assert ids == want[:, 5:].tolist() and figures["tokens"] == 12
+    assert ids != transformers_level(model, 512, [batch], new_tokens=6)[1]  # the mask matters here
