@@ -4,7 +4,8 @@
     causal-mask.svg        step 02's mask, without and with cached tokens
     FIGURES                one more per step: parameters (01), layer-norm (03), activations (04),
                            token- and position-lookup (05, 06), residual (08), block (09),
-                           model (10, 11), sampling (12), kv-cache and kv-cache-mask (13)
+                           model (10, 11), sampling (12), kv-cache and kv-cache-mask (13),
+                           paged-batch (14)
 """
 
 from __future__ import annotations
@@ -302,6 +303,68 @@ def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
     _save(fig, path)
 
 
+def page_tables(lengths: list[int], page: int) -> list[list[int]]:
+    """Each request's pages when the pool hands out one page at a time, to each request in turn as it
+    grows: request b's positions p live in page tables[b][p // page], slot p % page."""
+    need = [-(-n // page) for n in lengths]
+    tables, free = [[] for _ in lengths], 0
+    while any(len(t) < n for t, n in zip(tables, need)):
+        for t, n in zip(tables, need):
+            if len(t) < n:
+                t.append(free)
+                free += 1
+    return tables
+
+
+def paged_batch(path: Path, page: int = 4) -> None:
+    """Step 14: the worked example's ragged batch (rows by request) over the paged cache, each request's
+    cached positions and the slots its new rows are written to (positions themselves are the exercise)."""
+    from checker.step14 import CACHED, OFFSETS
+
+    plt = _pyplot()
+    colors = ["#1a73e8", "#e8710a", "#188038", "#a142f4"]
+    new = np.diff(OFFSETS).tolist()
+    tables = page_tables([int(c) + n for c, n in zip(CACHED, new)], page)
+    pages = sum(map(len, tables))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 4.6), gridspec_kw={"height_ratios": [1, 2.1]})
+    for ax in (top, bottom):
+        ax.axis("off")
+    top.set_xlim(-0.5, OFFSETS[-1] + 0.5)
+    top.set_ylim(-0.9, 1.6)
+    for b in range(len(new)):
+        for row in range(int(OFFSETS[b]), int(OFFSETS[b + 1])):
+            top.add_patch(plt.Rectangle((row - 0.45, 0), 0.9, 0.9, facecolor=colors[b], alpha=0.85))
+            top.text(row, 0.45, str(row), ha="center", va="center", color="white", fontsize=9)
+        kind = "prompt" if CACHED[b] == 0 else f"decode, {CACHED[b]} cached"
+        top.text((OFFSETS[b] + OFFSETS[b + 1] - 1) / 2, 1.05, f"request {b}\n({kind})", ha="center",
+                 va="bottom", fontsize=8, color=colors[b])
+    for x in OFFSETS:
+        top.plot([x - 0.5, x - 0.5], [-0.15, 1.0], color="black", linewidth=1)
+    top.text(-0.5, -0.55, f"the ragged batch: {int(OFFSETS[-1])} rows of tokens; input_row_offsets = "
+             f"{OFFSETS.tolist()}, cache_lengths = {CACHED.tolist()}", fontsize=9)
+    bottom.set_xlim(-0.5, pages * (page + 0.6))
+    bottom.set_ylim(-1.5, 1.8)
+    bottom.text(-0.5, 1.45, "the paged KV cache, one layer's keys (its values alike): the pool's pages, each "
+                "request's page table below", fontsize=9)
+    owner = {p: b for b, t in enumerate(tables) for p in t}
+    for p in range(pages):
+        b = owner[p]
+        x0 = p * (page + 0.6)
+        bottom.text(x0 + page / 2 - 0.5, 1.1, f"page {p}", ha="center", fontsize=8)
+        for slot in range(page):
+            pos = tables[b].index(p) * page + slot
+            cached, written = pos < CACHED[b], CACHED[b] <= pos < CACHED[b] + new[b]
+            bottom.add_patch(plt.Rectangle((x0 + slot - 0.45, 0), 0.9, 0.9, edgecolor=colors[b],
+                                           facecolor=colors[b] if cached else "white",
+                                           hatch="///" if written else None, alpha=0.85 if cached else 1))
+    for b, t in enumerate(tables):
+        bottom.text(-0.5, -0.5 - 0.3 * b, f"request {b}: pages {t}", fontsize=8, color=colors[b])
+    bottom.text(pages * (page + 0.6) * 0.45, -0.8, f"pages of {page} slots: filled = cached keys/values, "
+                "hatched = where this batch's\nrows are written (store_k/v_cache_ragged), white = free",
+                fontsize=8)
+    _save(fig, path)
+
+
 FIGURES = {
     "parameters.svg": parameters,
     "layer-norm.svg": layer_norm,
@@ -317,6 +380,7 @@ FIGURES = {
     "sampling.svg": sampling,
     "kv-cache.svg": kv_cache_cost,
     "kv-cache-mask.svg": kv_cache_mask,
+    "paged-batch.svg": paged_batch,
 }
 
 
