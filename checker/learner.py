@@ -101,6 +101,12 @@ def _needs(op: str, operands: list[tuple[str, str, str]], reason: str) -> str:
         sizes = [str(int(np.prod([int(d) for d in re.findall(r"-?\d+", shape)]))) if re.fullmatch(r"\[[\d, ]*\]", shape)
                  else "?" for _, _, shape in operands]
         return f"reshape keeps the number of elements: {' vs '.join(sizes)}"
+    symbols = re.search(r"\(value ([A-Za-z_]\w*)\).*\(value ([A-Za-z_]\w*)\)", reason)
+    if op in _ELEMENTWISE and symbols:
+        a, b = symbols.groups()
+        return (f"compiled, the sizes {a!r} and {b!r} are two different symbols: they may be equal when it runs, "
+                f"but MAX cannot know it. Derive one tensor's size from the other's (take both from one input), "
+                f"or state it with F.rebind(x, [...]) naming the other's size, checked when it runs")
     if op in _ELEMENTWISE:
         return ("an elementwise op lines the shapes up from the last axis: each pair of sizes must be equal, or one "
                 "of them 1")

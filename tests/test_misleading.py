@@ -123,6 +123,21 @@ def test_max_refusals_are_translated():
     assert "rebind" not in broadcast
 
 
+def test_two_symbolic_sizes_mixed_compiled_name_both_and_rebind():
+    """Equal at runtime is not known when compiling: the message says so rather than "must be equal"."""
+    from max.dtype import DType
+    from max.experimental.nn import Module
+    from max.graph import DeviceRef, TensorType
+
+    class Mul(Module):
+        def forward(self, a, b):
+            return a * b
+
+    line = _raised(lambda: Mul().compile(*(TensorType(DType.float32, [n], DeviceRef.CPU()) for n in ("rows", "reqs"))))
+    assert "'rows' and 'reqs' are two different symbols" in line and "F.rebind" in line, line
+    assert "each pair of sizes must be equal" not in line
+
+
 def test_a_symbolic_dimension_where_an_int_is_needed_is_translated():
     from max.dtype import DType
     from max.experimental.nn import Module
