@@ -12,7 +12,7 @@ order, so a learner's `steps/step_02.py` of that layout holds GPT2MLP, this cour
 `place(path, number)` parses the file (ast: nothing of it runs) and returns where it belongs: the
 course step it is checked as, the module whose `check` reads it, and the report's "Layout:" line
 when that is not the step of its number. `check(step, path, ...)` runs that check; `python -m
-checker NN` and the "earlier steps" part of steps 09-13 (checker.deps, checker.verdicts) both go
+checker NN` and the "earlier steps" part of steps 09-14 (checker.deps, checker.verdicts) both go
 through it, so a file is judged alike wherever it is checked from.
 """
 

@@ -3,8 +3,8 @@
     with Server(step14_file, checkpoint_dir) as server:   # prints a progress line while MAX compiles
         server.client()                                   # an openai.OpenAI for server.url; model "gpt2"
 
-The server runs in its own process group; leaving the `with` (normally, on an error, on Ctrl-C
-or at the time limit) stops the whole group, and nothing is left behind.
+The server runs in its own process group; leaving the `with` (normally, on an error, on Ctrl-C,
+a SIGTERM or SIGHUP, or at the time limit) stops the whole group, and nothing is left behind.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -45,6 +46,23 @@ def environment(step14: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
+def _exit_on_signals() -> dict:
+    """While a server runs, SIGTERM and SIGHUP (a `kill`, a closed terminal) end this process through
+    SystemExit, so that the `with` stops the server as Ctrl-C does; their handlers before, to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+
+
+def _restore(handlers: dict) -> None:
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
 class ServerError(Exception):
     """The server did not start; the message holds the last lines it printed."""
 
@@ -59,13 +77,22 @@ class Server:
         self.max_batch_size = max_batch_size
         self.process: subprocess.Popen | None = None
         self.started_in: float | None = None
+        self._handlers: dict = {}
 
     def __enter__(self) -> Server:
-        self.start()
+        self._handlers = _exit_on_signals()
+        try:
+            self.start()
+        except BaseException:
+            _restore(self._handlers)
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            _restore(self._handlers)
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +109,9 @@ class Server:
         self.started_in = time.perf_counter() - began
 
     def _wait(self, began: float) -> None:
-        shown = ""
+        """Waits for /v1/models to answer, showing the stage: one line redrawn on a terminal, a line per
+        stage when the output is piped or logged."""
+        shown, stage, tty = "", "", sys.stderr.isatty()
         while True:
             elapsed = time.perf_counter() - began
             if self.process.poll() is not None:
@@ -93,13 +122,17 @@ class Server:
             if self.ready():
                 if not self.quiet:
                     done = f"(max serve is ready after {elapsed:.0f} s)"
-                    print("\r" + done.ljust(len(shown) - 1), file=sys.stderr, flush=True)  # over the progress line
+                    print("\r" + done.ljust(len(shown) - 1) if tty else done, file=sys.stderr, flush=True)
                 return
-            line = f"\r(starting max serve of your model: {self.stage()}, {elapsed:.0f} s; " \
+            now = self.stage()
+            line = f"\r(starting max serve of your model: {now}, {elapsed:.0f} s; " \
                    f"a first start compiles it, 2-4 min on 2 cores)"
-            if not self.quiet and line != shown:
+            if not self.quiet and tty and line != shown:
                 print(line, end="", file=sys.stderr, flush=True)
                 shown = line
+            elif not self.quiet and not tty and now != stage:
+                print(line[1:], file=sys.stderr, flush=True)
+            stage = now
             time.sleep(1.0)
 
     def ready(self) -> bool:

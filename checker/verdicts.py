@@ -4,7 +4,7 @@ A check's verdict depends on the step file, the course's step files it imports
 (directly or through each other), the checker's own code and the checkpoint.
 Each verdict is stored with the sha256 of each of those; it is valid while
 they all still have it. So `pixi run progress` and the "earlier steps" part of
-steps 09-13 re-run a step only after something it depends on changed. A check
+steps 09-14 re-run a step only after something it depends on changed. A check
 that a time limit cut short (`--timeout`) is not kept: its verdict says how fast
 the code ran under that limit, not whether it is right.
 

@@ -4,7 +4,8 @@
     pixi run serve --solutions      the course's solutions
     pixi run serve --port 8000      a port of your choice (default: a free one)
 
-Prints the URL and a curl line once the server is ready; Ctrl-C stops it (and everything it started).
+Prints the URL and a curl line once the server is ready; Ctrl-C, or a `kill` of this process, stops it
+(and everything it started).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pixi run serve", description=__doc__.splitlines()[0])
     parser.add_argument("--solutions", action="store_true", help="serve the course's solutions instead of your steps")
     parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--for-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this
     args = parser.parse_args(argv)
     path = step_file("14", solution=args.solutions)
     checkpoint = find_checkpoint()
@@ -37,8 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"    -d '{{\"model\": \"{MODEL}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "
                   f"\"temperature\": 0}}'\n")
             print("Ctrl-C stops the server.", flush=True)
-            end = time.monotonic() + args.for_seconds if args.for_seconds else None
-            while server.process.poll() is None and (end is None or time.monotonic() < end):
+            while server.process.poll() is None:
                 time.sleep(0.5)
             if server.process.poll() is not None:
                 print(f"max serve stopped (exit code {server.process.returncode}):\n{server.tail()}", file=sys.stderr)

@@ -22,7 +22,8 @@ below): store_k_cache_ragged(kv_collection, key [T, H, D], input_row_offsets, la
 store_v_cache_ragged(...) write the new keys and values after each request's cached positions;
 flash_attention_ragged(kv_params, query [T, H, D], input_row_offsets, kv_collection, layer_idx,
 mask_variant, scale) -> [T, H, D] attends each query over its own request's cached positions
-(layer_idx: a uint32 scalar Tensor; the mask: MHAMaskVariant from max.nn.attention).
+(layer_idx: a uint32 scalar Tensor on the graph's device, Tensor(i, dtype=..., device=...); the
+mask: MHAMaskVariant from max.nn.attention).
 
 Read: the book's page for this step (book/docs/steps/14.md).
 Check: pixi run s14        Then: pixi run serve        Stuck? pixi run s14 --hint
@@ -74,6 +75,7 @@ class GPT2Paged(Module):
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor) -> Tensor:
         """tokens [T], input_row_offsets [B+1] -> logits [B, V]: each request's next-token scores"""
-        # TODO: step 13's forward, ragged: the position embeddings at ragged_positions, the blocks
-        #   with paged_attention (layer i is layer_idx i), and the logits of each request's last row only.
+        # TODO: step 13's forward, ragged: the position embeddings at ragged_positions (rows of wpe's
+        #   weight: step 06's module takes a range, not a list of positions), the blocks with
+        #   paged_attention (layer i is layer_idx i), and the logits of each request's last row only.
         raise NotImplementedError("step 14: GPT2Paged.forward")

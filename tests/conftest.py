@@ -20,6 +20,7 @@ os.environ["GPT2_WEIGHTS"] = "synthetic"
 os.environ["GPT2_CHECK_SERVE"] = "0"  # step 14's served part: one server per session (tests/test_step14.py), not one per check
 
 from checker import warmup  # noqa: E402
+from checker.compare import CORRECT_MARGIN  # noqa: E402
 from checker.paths import REPO, finished_step  # noqa: E402
 from checker.weights import find_checkpoint  # noqa: E402
 
@@ -131,7 +132,7 @@ MUTATION_RESULTS: dict[str, dict[tuple[str, str], tuple[bool, bool]]] = defaultd
 GIVEAWAY: dict[str, tuple[int, int]] = {}
 # (step, part) -> {stand-in: the worst margin (max |diff| / allowed) of a correct implementation}
 MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-MARGIN_LIMIT = 0.1
+MARGIN_LIMIT = CORRECT_MARGIN
 # step -> {mutation: (failed, placed, misleading)}, filled by tests/test_unseen.py
 UNSEEN_RESULTS: dict[str, dict[str, tuple[bool, bool, bool]]] = defaultdict(dict)
 

@@ -149,3 +149,40 @@ def test_a_symbolic_dimension_where_an_int_is_needed_is_translated():
 
     said = _raised(lambda: Flatten().compile(TensorType(DType.float32, [1, "T", 4], device=DeviceRef.CPU())))
     assert said.startswith("int() of the symbolic dimension 'T'"), said
+
+
+def test_a_wide_axis_is_named_in_one_line():
+    """Thousands of differing vocabulary entries: the first runs and the count, not a wall of numbers."""
+    from checker.compare import where_differs
+
+    bad = np.zeros((2, 50257), bool)
+    bad[0, ::37] = True
+    line = where_differs(bad, ("request", "vocab"))
+    assert line.startswith("request 0 (of 2); vocab 0, 37, 74,") and f"{bad.sum()} entries in all" in line
+    assert len(line) < 200, line
+    assert where_differs(bad[:, :100], ("request", "vocab")) == "request 0 (of 2); vocab 0, 37, 74 (of 100)"
+
+
+def test_step14_a_request_near_the_tolerance_is_not_called_right():
+    """A small error everywhere (a scale slightly off) leaves some requests within the tolerance: they
+    are off too, and the per-request advice (rows, positions) must not be given."""
+    from checker import step14
+    from checker.compare import CORRECT_MARGIN, WHOLE_MODEL
+
+    rng = np.random.default_rng(0)
+    want = [rng.standard_normal((len(batch), 64)) for batch in step14.SCENARIO]
+    atol = WHOLE_MODEL.atol(np.concatenate(want))
+    allowed = [atol + WHOLE_MODEL.rtol * np.abs(w) for w in want]
+    # Every request off by half the tolerance, but request A of batch 1 by twice it.
+    got = [w + 0.5 * a for w, a in zip(want, allowed)]
+    got[0][0] = want[0][0] + 2 * allowed[0][0]
+    lines = step14._where(got, want)
+    assert "right for none" in lines[0], lines
+    assert any(line.startswith("within the tolerance but off") and "at 0.50" in line for line in lines), lines
+    assert not any("some prompts are right" in line for line in lines), lines
+    # Exact everywhere but one request: the per-request advice.
+    got = [w.copy() for w in want]
+    got[0][1] = want[0][1] + 3 * allowed[0][1]
+    lines = step14._where(got, want)
+    assert any("some prompts are right and others not" in line for line in lines), lines
+    assert CORRECT_MARGIN < 0.5

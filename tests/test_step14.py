@@ -3,7 +3,6 @@ part), requests from the openai client against transformers, and no process left
 
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,6 @@ from checker import step14
 from checker.paths import REPO
 from checker.report import PASS, TODO
 from checker.server import Server, ServerError, free_port
-from tests.conftest import run_python
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 
@@ -57,9 +55,27 @@ def test_positions_mistakes_are_computed_not_guessed():
         assert step14.positions(step14.OFFSETS, step14.CACHED, rule).tolist() != right.tolist()
 
 
-def test_serve_command_prints_the_url_and_stops(checkpoint):
-    run = run_python("-m", "gpt2_arch", "--solutions", "--for-seconds", "1", cwd=Path("/"), timeout=900)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "http://127.0.0.1:" in run.stdout and "curl " in run.stdout and "gibberish" in run.stdout
-    port = int(re.search(r"http://127\.0\.0\.1:(\d+)", run.stdout).group(1))
-    assert not _servers(port), "a server was left running"
+def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint):
+    """pixi run serve prints the URL, the curl line and the gibberish note; a SIGTERM to it alone (a `kill`,
+    not Ctrl-C to its process group) stops max serve too."""
+    import os
+    import signal
+    import sys
+    import time
+
+    env = {**os.environ, "GPT2_WEIGHTS": "synthetic", "PYTHONPATH": str(REPO)}
+    wrapper = subprocess.Popen([sys.executable, "-m", "gpt2_arch", "--solutions"], cwd="/", env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, end = "", time.monotonic() + 900
+    try:
+        while "Ctrl-C stops" not in out and time.monotonic() < end and wrapper.poll() is None:
+            out += wrapper.stdout.readline()
+        assert "http://127.0.0.1:" in out and "curl " in out and "gibberish" in out, out
+        port = int(re.search(r"http://127\.0\.0\.1:(\d+)", out).group(1))
+        assert _servers(port), "no server on the printed port"
+        wrapper.send_signal(signal.SIGTERM)
+        assert wrapper.wait(timeout=60) == 128 + signal.SIGTERM
+        assert not _servers(port), "a server was left running after a SIGTERM to pixi run serve"
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()

@@ -232,4 +232,18 @@ UNSEEN: list[Mutation] = [
              ("model with cache",)),
     Mutation("13", "generate-logits-last-index", "next_token(np.from_dlpack(logits)[0],",
              "next_token(np.from_dlpack(logits)[0, -1],", ("generate",)),
+    # ---- step 14: ragged positions, paged attention, the rows taken ----
+    Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
+             ("ragged positions",)),
+    Mutation("14", "positions-one-late", "return rows - first_row + cached", "return rows - first_row + cached + 1",
+             ("ragged positions",)),
+    Mutation("14", "k-and-v-swapped", ("store_k(kv_collection, key,", "store_v(kv_collection, value,"),
+             ("store_k(kv_collection, value,", "store_v(kv_collection, key,"), ("paged_attention", "stores")),
+    Mutation("14", "no-causal-mask", "MHAMaskVariant.CAUSAL_MASK", "MHAMaskVariant.NULL_MASK",
+             ("paged_attention", "mask")),
+    Mutation("14", "one-layer-of-cache", "layer_idx = Tensor(layer,", "layer_idx = Tensor(0,", ("layer_idx",)),
+    Mutation("14", "scale-by-head-dim", "scale=1 / math.sqrt(attn.head_dim)", "scale=1 / attn.head_dim",
+             ("paged_attention", "scale")),
+    Mutation("14", "row-before-last", "F.cast(input_row_offsets[1:], DType.int64) - 1",
+             "F.cast(input_row_offsets[1:], DType.int64) - 2", ("rows whose logits",)),
 ]
