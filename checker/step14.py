@@ -350,18 +350,20 @@ def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint)
 
 def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int) -> list[list[int]]:
     """transformers' greedy ids, the argmax taken over the tokenizer's ids (max serve's sampler masks
-    the logits past the tokenizer's size: the stand-ins' tokenizers are smaller than the model)."""
+    the logits past the tokenizer's size: the stand-ins' tokenizers are smaller than the model), up to
+    `new_tokens` or an end-of-text token, where max serve stops."""
     import torch
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     model = _hf(checkpoint, None)
+    stops = {tokenizer.eos_token_id, checkpoint.config().get("eos_token_id")}  # max serve stops at either
     out = []
     for prompt in prompts:
         ids = torch.tensor([tokenizer(prompt)["input_ids"]])
         new = []
         with torch.no_grad():
-            for _ in range(new_tokens):
+            while len(new) < new_tokens and not (new and new[-1] in stops):
                 token = int(model(ids).logits[0, -1, :len(tokenizer)].argmax())
                 new.append(token)
                 ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
@@ -385,7 +387,7 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client, model = server.client(), MODEL
     expected = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
-    texts = [tokenizer.decode(ids) for ids in expected]
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]  # as max serve shows them
 
     def complete(prompt: str, n: int = NEW_TOKENS) -> str:
         return client.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0).choices[0].text

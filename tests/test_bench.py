@@ -125,7 +125,7 @@ def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):
     from transformers import GPT2LMHeadModel
 
     model = GPT2LMHeadModel.from_pretrained(_hf_tiny(tmp_path)).eval()
-    vocab, batch = 300, prompts(300, 2, 5, seed=0)
+    vocab, batch = 300, prompts(list(range(300)), 2, 5, seed=0)
     figures, ids = transformers_level(model, vocab, [batch], new_tokens=6)
     want = torch.tensor(batch)
     with torch.no_grad():
@@ -133,3 +133,18 @@ def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):
             want = torch.cat([want, model(want).logits[:, -1, :vocab].argmax(-1, keepdim=True)], dim=1)
     assert ids == want[:, 5:].tolist() and figures["tokens"] == 12
     assert ids != transformers_level(model, 512, [batch], new_tokens=6)[1]  # the mask matters here
+
+
+def test_prompts_are_drawn_from_whole_characters():
+    """The serving bench's prompts never end inside a UTF-8 character (max serve would stream part of the
+    prompt back): the stand-in's byte tokens that decode to U+FFFD are left out."""
+    from transformers import AutoTokenizer
+
+    from bench.serve import prompts, whole_characters
+    from checker.weights import find_checkpoint
+
+    tokenizer = AutoTokenizer.from_pretrained(find_checkpoint("synthetic").path)
+    ids = whole_characters(tokenizer, len(tokenizer))
+    assert 0 < len(ids) < len(tokenizer)
+    drawn = {i for p in prompts(ids, 8, 32, seed=1) for i in p}
+    assert drawn <= set(ids) and "\ufffd" not in tokenizer.decode(sorted(drawn))
