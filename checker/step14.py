@@ -423,7 +423,8 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
             results.append((f"{what} gets a 4xx with a message", 400 <= code < 500 and bool(message),
                             f"{code}: {message}"))
     after = complete(PROMPTS[1])
-    results.append(("the server goes on serving after them", same_text(after, texts[1]), f"{after!r}"))
+    results.append(("the server goes on serving after them (the same answer as before them)", after == got[1],
+                    f"{after!r}, before them {got[1]!r}"))
     return results
 
 
@@ -448,4 +449,8 @@ def _served_part(path: Path, checkpoint: Checkpoint) -> Part:
     failed = [f"{what}: {said}" for what, ok, said in results if not ok]
     summary = f"{len(results) - len(failed)} of {len(results)} serving checks pass (server ready in {started:.0f} s)"
     details = [f"{'ok  ' if ok else 'FAIL'} {what}" for what, ok, _ in results] + failed
+    if not results[0][1]:  # the paged part passed: what the server runs besides is every block, loaded
+        details.append(f"the paged part above passed with {PAGED_LAYERS} blocks, and the server runs all "
+                       f"{checkpoint.config()['n_layer']}: look at what changes with the block (its layer_idx, an "
+                       "index or a loop over blocks) and at how every block's weights are loaded")
     return Part("served", FAIL if failed else PASS, summary, details)

@@ -9,7 +9,7 @@ import pytest
 from checker import server as server_module
 from checker import step14
 from checker.paths import REPO
-from checker.report import PASS, TODO
+from checker.report import FAIL, PASS, TODO
 from checker.server import Server, ServerError, free_port
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
@@ -79,3 +79,21 @@ def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint):
     finally:
         if wrapper.poll() is None:
             wrapper.kill()
+
+
+def test_a_model_right_on_two_blocks_but_not_on_twelve_fails_served(checkpoint, write_step, monkeypatch):
+    """Blocks 2 and up store and read block 1's cache: the paged part (2 blocks) cannot see it, the real
+    server (every block) must."""
+    wrong = SOLUTION.read_text().replace("layer_idx = Tensor(layer,", "layer_idx = Tensor(min(layer, 1),")
+    assert wrong != SOLUTION.read_text()
+    monkeypatch.setenv("GPT2_CHECK_SERVE", "1")
+    port = free_port()
+    monkeypatch.setattr(server_module, "free_port", lambda: port)
+    report = step14.check(write_step(wrong, "step_14.py"), checkpoint)
+    assert report.part("paged model").status == PASS, report.render()
+    served = report.part("served")
+    assert served.status == FAIL, report.render()
+    assert any(d.startswith("FAIL greedy completions") for d in served.details), report.render()
+    assert any(d.startswith("ok   the server goes on serving") for d in served.details), report.render()
+    assert "its layer_idx" in served.details[-1], report.render()
+    assert not _servers(port), "a server was left running"
