@@ -229,13 +229,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return checks()
     if args.serve:
-        from bench.serve import FULL, TINY
-        from bench.serve import main as serve
+        from bench import serve
         from checker.weights import checkpoint_for_command
 
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
-        return serve(checkpoint, machine(), args.json or CACHE / "bench-serve.json", TINY if args.tiny else FULL)
+        return serve.main(checkpoint, machine(), args.json or CACHE / "bench-serve.json",
+                          serve.TINY if args.tiny else serve.FULL)
 
     import checker  # noqa: F401  (MAX's executor setting)
     from bench.bandwidth import read_bandwidth
