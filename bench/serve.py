@@ -189,7 +189,7 @@ def measure(checkpoint, load: Load = FULL) -> dict:
     with Server(REPO / "solutions" / "solution_14.py", checkpoint.path, max_batch_size=max(load.streams)) as server:
         for s in load.streams:
             ours, runs = served_level(server.url, s, work[s], load.new_tokens)
-            expected = [tokenizer.decode(ids, skip_special_tokens=True) for ids in theirs[s][1]]  # as served
+            expected = [tokenizer.decode(new, skip_special_tokens=True) for new in theirs[s][1]]  # as served
             same = sum(map(same_text, (r.text for r in runs), expected))
             exact = sum(r.tokens == load.new_tokens for r in runs)
             levels.append(dict(streams=s, served=ours, transformers=theirs[s][0], same_text=same, exact_length=exact))
