@@ -175,6 +175,28 @@ def _step_of(where: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+_DIAGNOSTIC = re.compile(r"^(?P<file>/[^:\n]+\.mojo):(?P<line>\d+):(?P<col>\d+): (?P<kind>error|warning|note): "
+                         r"(?P<message>.*)$")
+
+
+def mojo_compile_error(text: str) -> str:
+    """'steps/step_15_kernel/matvec.mojo line 54: unknown declaration 'bq'' and the source line under it,
+    for each error Mojo printed (at most 3); the text's last line when it printed none."""
+    lines = text.splitlines()
+    errors = []
+    for i, line in enumerate(lines):
+        found = _DIAGNOSTIC.match(line.strip())
+        if found and found["kind"] == "error":
+            source = [s.rstrip() for s in lines[i + 1:i + 3] if s.strip() and not _DIAGNOSTIC.match(s.strip())]
+            where = f"{shown(Path(found['file']))} line {found['line']}"
+            errors.append(f"{where}: {found['message']}" + "".join(f"\n    {s}" for s in source))
+    if not errors:
+        meaningful = [line for line in lines if line.strip() and "Crashpad" not in line]
+        return meaningful[-1] if meaningful else text.strip()
+    more = f"\n    (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""
+    return "your Mojo does not compile: " + "\n".join(errors[:3]) + more
+
+
 def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     """Turns an exception raised by learner code into a LearnerError."""
     if isinstance(e, LearnerError):
@@ -205,6 +227,8 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     if isinstance(e, ImportError) and (e.name or "").startswith("max.") and e.name_from:
         return LearnerError(f"MAX {compat.VERSION}'s {e.name} has no {e.name_from}: a name of an earlier MAX, "
                             f"renamed or removed since{at}", where=where)
+    if type(e).__name__ == "MojoCompilationError":  # a custom op's Mojo package (step 15)
+        return LearnerError(mojo_compile_error(str(e)), where=where)
     if isinstance(e, RecursionError):
         return LearnerError(f"infinite recursion: a method calls itself{at}", where=where)
     return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)

@@ -9,7 +9,7 @@ one, otherwise the shared activations of `checker.reference`.
 import importlib
 from types import ModuleType
 
-CHECKS = {f"{n:02d}": f"checker.step{n:02d}" for n in range(1, 15)}
+CHECKS = {f"{n:02d}": f"checker.step{n:02d}" for n in range(1, 16)}
 
 
 def check_module(step: str) -> ModuleType:
