@@ -10,7 +10,9 @@ The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
 load_hf_weights, compiled into one MAX graph; the loop is your generate.
 Once your step 13 passes its check, the text comes from your KV cache
 (GPT2WithCache, compiled, and generate_with_cache), and the tokens per
-second of both paths are printed side by side.
+second of both paths are printed side by side. Once your step 15 passes,
+each decode step runs through your Mojo kernel (GPT2WithKernel; the prompt
+keeps MAX's products), and its tokens per second are printed too.
 """
 
 from __future__ import annotations
@@ -49,6 +51,31 @@ def _with_cache(solutions: bool, checkpoint):
     except (LearnerError, AttributeError) as e:
         print(f"(no KV cache: your step 13 is not done yet ({e}); pixi run s13)")
     return None
+
+
+def _with_kernel(solutions: bool, checkpoint, loaded, cached):
+    """Your step 15 decode (prefill through `cached`, step 13's graph; each one-position step through your
+    GPT2WithKernel) if step 15 passes its check, else None after saying why."""
+    from checker import verdicts
+    from checker.learner import LearnerError, call, import_step
+    from checker.paths import shown, step_file
+    from checker.step15 import compile_decode, prefill_then_decode
+
+    path = step_file("15", solution=solutions)
+    try:
+        fifteen = import_step(path, "_gpt2_step15")
+        if not solutions and verdicts.lookup("15", path, checkpoint) is None:
+            print(f"(checking your step 15 once, as pixi run s15 does, to use its kernel: {shown(path)})", flush=True)
+        if not (solutions or verdicts.verdict("15", path, checkpoint, timeout=300)["ok"]):
+            print("(your step 15 does not pass its check yet: pixi run s15; decode uses MAX's products)")
+            return None
+        decode = call(lambda: compile_decode(fifteen.GPT2WithKernel(loaded), checkpoint.learner_config()), timeout=0)
+    except (LearnerError, AttributeError) as e:
+        print(f"(no kernel: your step 15 is not done yet ({e}); pixi run s15)")
+        return None
+    print("Your step 15 passes: each decode step runs through your Mojo kernel (GPT2WithKernel); the prompt "
+          "through your step 13 graph.")
+    return prefill_then_decode(cached, decode)
 
 
 def _timed_tokens(tokens, text, show: bool) -> tuple[list[int], float]:
@@ -199,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                   "generate_with_cache).")
         except LearnerError as e:
             print(f"(your model with its cache could not be compiled: {e}; the text comes without a cache)")
+    kernel = None if cached is None or thirteen is None else _with_kernel(args.solutions, checkpoint, loaded, cached)
     settings = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed,
                     eos_token_id=None if args.compare else eos)
     decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
@@ -210,7 +238,12 @@ def main(argv: list[str] | None = None) -> int:
             with_cache = thirteen.generate_with_cache(cached, checkpoint.learner_config(), prompt_ids,
                                                       args.max_new_tokens, **settings)
             ours_cached, cached_seconds = _timed_tokens(with_cache, _Text(lambda ids: decode(tokenizer, ids),
-                                                                         prompt_ids), True)
+                                                                         prompt_ids), kernel is None)
+        if kernel is not None:
+            with_kernel = thirteen.generate_with_cache(kernel, checkpoint.learner_config(), prompt_ids,
+                                                       args.max_new_tokens, **settings)
+            ours_kernel, kernel_seconds = _timed_tokens(with_kernel, _Text(lambda ids: decode(tokenizer, ids),
+                                                                          prompt_ids), True)
     except Exception as e:  # the learner's generate, generate_with_cache or decode
         from checker.learner import explain
 
@@ -223,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         if ours_cached != ours:
             print(f"The two paths gave different tokens: without the cache {ours[:8]}..., with it "
                   f"{ours_cached[:8]}...; run pixi run s13.")
+            return 1
+    if kernel is not None:
+        print(f"({len(ours_kernel)} tokens in {kernel_seconds:.1f} s, {len(ours_kernel) / kernel_seconds:.1f} "
+              f"tokens/s with your KV cache and your kernel: {cached_seconds / kernel_seconds:.2f}x as fast as "
+              "with the cache alone)")
+        if ours_kernel != ours:
+            print(f"Your kernel's decode gave other tokens: without it {ours[:8]}..., with it {ours_kernel[:8]}...; "
+                  "run pixi run s15.")
             return 1
     if not args.compare:
         return 0

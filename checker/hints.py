@@ -279,6 +279,28 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    "Send the request the check lists as failing to `pixi run serve` with curl, and compare "
                    "with `pixi run gpt2` on the same prompt."],
     },
+    "15": {
+        "earlier": _EARLIER,
+        "kernel": ["Start simple: one task, one float at a time, y[n, m] = b[m] + the sum over k of "
+                   "x[n, k] * w[m, k], with w's row m at m * K. Pass the kernel part first, then make it fast: "
+                   "bands of w's rows for the tasks, a vector of floats per operation, a scalar loop for the tail.",
+                   "The Mojo manual's SIMD and pointers (https://docs.modular.com/mojo/manual/pointers/); MAX's "
+                   "custom ops (https://docs.modular.com/max/develop/build-custom-ops); custom.declare "
+                   "(https://docs.modular.com/max/api/python/experimental/custom/).",
+                   "acc += wp.unsafe_load[width=W](m * K + k) * xp.unsafe_load[width=W](n * K + k) while "
+                   "k + W <= K; then s = acc.reduce_add(), the tail for j in range(k, K), and y = s + b[m], once."],
+        "decode": ["The kernel passed alone: what is left is which tensors go into it. Each KernelLinear must hold "
+                   "its own Linear's weight and bias, and the head multiplies by wte's weight (tied).",
+                   f"Module.children ({api('nn.Module')}) gives (name, child) pairs; setattr(module, name, "
+                   f"KernelLinear(child)) replaces one; Tensor.reshape ({api('Tensor.reshape')}): [B, 1, C] to "
+                   "[-1, C] for matvec, and back.",
+                   "In forward: step 13's forward, with the last line's head as matvec(last, t.wte.weight)."],
+        "timing": ["The timing part is a report: it passes whatever the speed.",
+                   "Decode reads every weight once per token: tokens/s x weight bytes = the bandwidth you reach "
+                   "(SIMD widths: https://docs.modular.com/mojo/std/builtin/simd/SIMD/).",
+                   "Faster: more rows of w per pass (each load of x serves them), wider vectors, as many tasks "
+                   "as the CPU has threads or a few more."],
+    },
 }
 
 SOURCES: dict[str, dict[str, str]] = {
@@ -303,6 +325,7 @@ SOURCES: dict[str, dict[str, str]] = {
            "compiled": "attention_with_cache", "generate": "generate_with_cache", "eos": "generate_with_cache",
            "seeded": "generate_with_cache"},
     "14": {"ragged": "ragged_positions", "paged": "GPT2Paged.forward", "served": "paged_attention"},
+    "15": {"kernel": "matvec", "decode": "GPT2WithKernel.forward", "timing": "KernelLinear.forward"},
 }
 STATE = paths.REPO / ".cache" / "hints.json"
 

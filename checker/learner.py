@@ -145,6 +145,9 @@ _TRANSLATED = [
     (r"^int\(Dim\('(\w+)'\)\): Int conversions only supported for static dims",
      lambda m: f"int() of the symbolic dimension {m.group(1)!r}: compiled, the length is a symbol, not a number; "
                "pass the Dim itself to MAX ops (reshape, arange, broadcast_to take it)"),
+    (r'^An error occurred in kernel entry point named "[^"]*":\nAn error occurred in kernel named "__custom__(\w+)":'
+     r"\n(.*?)\n\n",
+     lambda m: f"your Mojo kernel {m.group(1)} raised: {m.group(2).strip()}"),
     (r"^when using dims to index into a list or NumPy array",
      lambda m: "a symbolic dimension (Dim) used where a Python int is needed (a list or numpy array): compiled, "
                "the length is a symbol; build the tensor with MAX ops, which take a Dim, not with numpy"),

@@ -28,6 +28,7 @@ from checker.learner import LearnerError
 from checker.paths import REPO, shown
 
 SEED = 15
+NOT_WRITTEN = "not implemented yet"
 REPEATS = 3
 
 def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -58,9 +59,9 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
         except subprocess.TimeoutExpired:
             raise LearnerError(f"your kernel did not finish the {len(cases)} cases in {timeout:.0f} s (its build "
                                "included): a loop whose index never reaches its end?") from None
-        error = Path(tmp) / "error.txt"
+        error = Path(tmp) / "error.json"
         if error.exists():
-            raise LearnerError(error.read_text())
+            raise LearnerError(**json.loads(error.read_text()))
         if done.returncode < 0:
             raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}): a read "
                                "or write outside a tensor. Check each index against the tensor's size: rows of w "
@@ -73,12 +74,18 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
 
 
 def _child(spec_file: str, out_file: str) -> int:
-    """In the child: runs each case, saves {name: [R, N, M]}; an error's text goes to error.txt."""
+    """In the child: runs each case, saves {name: [R, N, M]}; an error goes to error.json."""
     import checker  # noqa: F401  (MAX's executor setting)
     from checker.learner import call, explain, import_step
 
     spec = json.loads(Path(spec_file).read_text())
-    error = Path(out_file).with_name("error.txt")
+    error = Path(out_file).with_name("error.json")
+
+    def record(e: LearnerError) -> int:
+        todo = e.todo or NOT_WRITTEN in str(e)  # the skeleton's kernel raises Error("step 15: not implemented yet ...")
+        error.write_text(json.dumps({"message": str(e), "todo": todo, "where": e.where}))
+        return 1
+
     try:
         from max.experimental.tensor import Tensor
 
@@ -98,11 +105,9 @@ def _child(spec_file: str, out_file: str) -> int:
                 runs.append(np.from_dlpack(y).copy())
             results[name] = np.stack(runs)
     except LearnerError as e:
-        error.write_text(str(e))
-        return 1
+        return record(e)
     except Exception as e:  # noqa: BLE001 - inside MAX, before learner code
-        error.write_text(str(explain(e)))
-        return 1
+        return record(explain(e))
     np.savez(out_file, **results)
     return 0
 

@@ -83,6 +83,23 @@ def solution_source(step: str) -> str:
     return (REPO / "solutions" / f"solution_{step}.py").read_text()
 
 
+KERNEL_STEP = "15"  # the step whose catalogued mistakes are in its Mojo kernel, not in its Python
+
+
+def write_kernel_step(folder: Path, mojo: str) -> Path:
+    """Solution 15 in `folder` with `mojo` as its kernel's matvec.mojo; returns the step file's path."""
+    kernel = REPO / "solutions" / "solution_15_kernel"
+    shutil.copytree(kernel, folder / kernel.name)
+    (folder / kernel.name / "matvec.mojo").write_text(mojo)
+    path = folder / "step_15.py"
+    path.write_text(solution_source(KERNEL_STEP))
+    return path
+
+
+def kernel_source() -> str:
+    return (REPO / "solutions" / "solution_15_kernel" / "matvec.mojo").read_text()
+
+
 def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
     """`source` with `old` replaced by `new` (or each of several in turn); each must occur exactly once."""
     if isinstance(old, tuple):

@@ -252,3 +252,20 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
         "attention-unscaled": ("scale=1 / math.sqrt(attn.head_dim)", "scale=1.0"),
     },
 }
+
+# Step 15's mistakes are in its Mojo kernel: the text is in solutions/solution_15_kernel/matvec.mojo.
+_TAIL = "s += wp[unsafe_offset=(m + r) * K + j] * xp[unsafe_offset=n * K + j]"
+_STORE = "yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]"
+INJECTIONS["15"] = {
+    "tail-dropped": (_TAIL, "pass"),
+    "bias-twice": (_STORE, _STORE + " + bp[unsafe_offset=m + r]"),
+    "bias-missing": (_STORE, "yp[unsafe_offset=n * M + m + r] = s"),
+    "x-row-stride": (("xp.unsafe_load[width=WIDTH](n * K + k)", "xp[unsafe_offset=n * K + j]"),
+                     ("xp.unsafe_load[width=WIDTH](k)", "xp[unsafe_offset=j]")),
+    "w-transposed": (("while k + WIDTH <= K:", "wp[unsafe_offset=(m + r) * K + j]"),
+                     ("while k + WIDTH <= K and False:", "wp[unsafe_offset=j * M + m + r]")),
+    # every task takes every row and adds its share into y: tasks add into the same outputs at once
+    "race": (("var end = min((task + 1) * per_task, M)\n            var m = task * per_task", _STORE),
+             ("var end = M\n            var m = 0",
+              "yp[unsafe_offset=n * M + m + r] += (s + bp[unsafe_offset=m + r]) / TASKS")),
+}

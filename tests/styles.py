@@ -150,5 +150,18 @@ STYLES: dict[str, dict[str, tuple]] = {
         "ln_f on every row, then the last rows": (
             "last = t.ln_f(F.gather(x, last_rows, axis=0))", "last = F.gather(t.ln_f(x), last_rows, axis=0)"),
     },
+    "15": {
+        "each block's four Linears named, not found by walking the modules": (
+            "        use_kernel(self.transformer)\n",
+            "        for block in self.transformer.h:\n"
+            "            block.attn.c_attn, block.attn.c_proj = KernelLinear(block.attn.c_attn), KernelLinear(block.attn.c_proj)\n"
+            "            block.mlp.c_fc, block.mlp.c_proj = KernelLinear(block.mlp.c_fc), KernelLinear(block.mlp.c_proj)\n"),
+        "rows taken with an index and put back with unsqueeze": (
+            "        rows = x.reshape([-1, x.shape[-1]])  # [B, in]: one row per sequence\n"
+            "        return matvec(rows, self.weight, self.bias).reshape([*x.shape[:-1], self.weight.shape[0]])",
+            "        return F.unsqueeze(matvec(x[:, 0, :], self.weight, self.bias), 1)  # [B, in] -> [B, 1, out]"),
+        "the head's zero bias made with Tensor.zeros": (
+            "        bias = F.broadcast_to(Tensor(0.0, dtype=x.dtype, device=x.device), [weight.shape[0]])",
+            "        bias = Tensor.zeros([weight.shape[0]], dtype=x.dtype, device=x.device)"),
+    },
 }
-

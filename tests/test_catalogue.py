@@ -14,7 +14,7 @@ from checker.catalogue import catalogue
 from checker.paths import REPO
 from checker.registry import CHECKS, check_module
 from checker.report import PASS
-from tests.conftest import STANDINS, mutate, solution_source
+from tests.conftest import KERNEL_STEP, STANDINS, kernel_source, mutate, solution_source, write_kernel_step
 from tests.injections import INJECTIONS
 
 CASES = [(step, mistake, standin) for step in CHECKS for mistake in INJECTIONS.get(step, {}) for standin in STANDINS]
@@ -36,7 +36,10 @@ def test_every_mistake_says_what_and_hints(step):
 @pytest.mark.parametrize("step, mistake, standin", CASES, ids=[f"{s}-{m}-{k}" for s, m, k in CASES])
 def test_injected_mistake_is_caught_and_named(checkpoints, write_step, record_property, step, mistake, standin):
     old, new = INJECTIONS[step][mistake]
-    path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
+    if step == KERNEL_STEP:
+        path = write_kernel_step(write_step("", "unused").parent, mutate(kernel_source(), old, new))
+    else:
+        path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
     report = check_module(step).check(path, checkpoints[standin])
     failing = [p for p in report.parts if p.status != PASS]
     named = bool(failing) and failing[0].mistake is not None and failing[0].mistake.id == mistake

@@ -18,7 +18,7 @@ from checker.paths import REPO
 
 RUN = 4
 LIMIT_ALL, LIMIT_STEP = 0.10, 0.25
-STEPS = [f"{n:02d}" for n in range(1, 15)]
+STEPS = [f"{n:02d}" for n in range(1, 16)]
 _TOKEN = re.compile(r"\w+|[^\w\s]")  # words and single punctuation marks, in code and prose alike
 
 

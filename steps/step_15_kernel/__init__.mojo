@@ -1,0 +1,1 @@
+"""Step 15's kernel package: write your kernel in matvec.mojo."""

@@ -1,0 +1,92 @@
+"""Step 15: the Mojo kernel's check on the solution, the skeleton, and kernels that do not compile,
+crash or never return; a plain one-task kernel, correct but slow, passes."""
+
+import re
+
+import pytest
+
+from checker import step15
+from checker.paths import REPO
+from checker.report import FAIL, PASS, TODO
+from tests.conftest import STANDINS, assert_passes_with_margin, kernel_source, mutate, write_kernel_step
+
+# The kernel's loop body as one task, one float at a time: what the skeleton suggests starting with.
+_SIMPLE = """        for n in range(N):
+            for m in range(M):
+                var s: Float32 = 0
+                for k in range(K):
+                    s += wp[unsafe_offset=m * K + k] * xp[unsafe_offset=n * K + k]
+                yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=m]
+"""
+
+
+def _kernel_body(body: str) -> str:
+    """The solution's Mojo with execute's body, after the sizes, replaced by `body`."""
+    source = kernel_source()
+    start = source.index("        # Each task's band of rows")
+    return source[:start] + body
+
+
+@pytest.mark.parametrize("standin", STANDINS)
+def test_solution_passes_with_margin(checkpoints, record_property, standin):
+    report = step15.check(REPO / "solutions" / "solution_15.py", checkpoints[standin])
+    assert_passes_with_margin(report, "15", standin, record_property)
+    timing = report.part("timing")
+    assert re.search(r"decode \d+\.\d\dx as fast with your kernel", timing.summary), timing.summary
+    assert any("GB/s this machine reads now" in line for line in timing.details), timing.details
+
+
+def test_skeleton_is_todo(checkpoints):
+    report = step15.check(REPO / "steps" / "step_15.py", checkpoints["synthetic"])
+    assert report.part("kernel").status == TODO, report.render()
+    assert "steps/step_15.py" in report.part("kernel").summary
+
+
+def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, tmp_path):
+    mojo = (REPO / "steps" / "step_15_kernel" / "matvec.mojo").read_text()
+    report = step15.check(write_kernel_step(tmp_path, mojo), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == TODO, report.render()
+    assert "your Mojo kernel gpt2_matvec raised: step 15: not implemented yet" in kernel.summary
+    assert "MLIR" not in report.render() and "Fusion info" not in report.render()
+
+
+def test_compile_error_names_the_file_line_and_message(checkpoints, tmp_path):
+    mojo = mutate(kernel_source(), "yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]",
+                  "yp[unsafe_offset=n * M + m + r] = s + bq[unsafe_offset=m + r]")
+    path = write_kernel_step(tmp_path, mojo)
+    report = step15.check(path, checkpoints["synthetic"])
+    kernel, text = report.part("kernel"), report.render()
+    assert kernel.status == FAIL, text
+    line = next(i for i, s in enumerate(mojo.splitlines(), 1) if "bq[" in s)
+    assert re.search(rf"matvec\.mojo line {line}: use of unknown declaration 'bq'", kernel.summary), text
+    assert "bq[unsafe_offset" in kernel.summary  # Mojo's source line under it
+    assert "precompile" not in text and "Crashpad" not in text and "warning" not in text and "Traceback" not in text
+
+
+def test_a_crash_is_a_verdict(checkpoints, tmp_path):
+    """A write far outside y kills the process that runs the kernel; the check says so and goes on."""
+    body = "        for m in range(M):\n            yp[unsafe_offset=m * 1000000000] = 0\n"
+    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == FAIL and "crashed the process that ran it (SIG" in kernel.summary, report.render()
+
+
+def test_a_kernel_that_never_returns_is_stopped(checkpoints, tmp_path, monkeypatch):
+    monkeypatch.setattr(step15, "run_probe", lambda path, cases, timeout: _probe(path, cases, 60))
+    body = "        var m = 0\n        while m < M:\n            yp[unsafe_offset=m] = 0\n"
+    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == FAIL and "did not finish" in kernel.summary and "never reaches" in kernel.summary
+
+
+def _probe(path, cases, timeout):
+    from checker.mojo import run_probe
+
+    return run_probe(path, cases, timeout=timeout)
+
+
+def test_a_simple_one_task_kernel_passes(checkpoints, tmp_path):
+    report = step15.check(write_kernel_step(tmp_path, _kernel_body(_SIMPLE)), checkpoints["synthetic"])
+    assert report.part("kernel").status == PASS, report.render()
+    assert report.part("decode").status == PASS, report.render()
