@@ -267,3 +267,37 @@ def example_13() -> str:
 
 def example(step: str) -> str:
     return globals()[f"example_{step}"]()
+
+
+def decode_limit() -> dict:
+    """Step 15's numbers, measured now on this machine: GPT-2 small's weight bytes per decode step, the
+    read bandwidth (bench.bandwidth) and float32 matmul speed (numpy), and what they allow."""
+    import time
+    from types import SimpleNamespace
+
+    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
+
+    config = SimpleNamespace(n_embd=768, n_inner=3072, n_layer=12, vocab_size=50257)
+    a = np.ones((1024, 1024), np.float32)
+    a @ a  # warm
+    started = time.perf_counter()
+    for _ in range(4):
+        a @ a
+    flops = 4 * 2 * 1024**3 / (time.perf_counter() - started)
+    return {"bytes": weight_bytes_per_token(config), "bandwidth": read_bandwidth(256 * 2**20, passes=3),
+            "flops": flops}
+
+
+def example_15() -> str:
+    d = decode_limit()
+    per_token, bw, flops = d["bytes"], d["bandwidth"], d["flops"]
+    lines = [f"weights read per decode step   {per_token / 1e6:8.0f} MB   (124 M floats of 4 bytes; the head is wte)",
+             f"flops per decode step          {per_token / 2 / 1e6:8.0f} M    (2 per weight: a multiply and an add)",
+             f"read bandwidth, measured now   {bw / 1e9:8.1f} GB/s",
+             f"float32 matmul, measured now   {flops / 1e9:8.1f} GFLOP/s",
+             f"time to read the weights       {per_token / bw * 1e3:8.1f} ms  -> at most {bw / per_token:.0f} tokens/s",
+             f"time to do the flops           {per_token / 2 / flops * 1e3:8.1f} ms  -> {flops / (per_token / 2):.0f} tokens/s"]
+    return ("GPT-2 small at batch 1, on the machine that built this page:\n\n"
+            + _block(*lines)
+            + f"\n\nReading takes {flops / (per_token / 2) / (bw / per_token):.0f}x as long as computing: decode waits "
+            "for memory, and the fastest a decode step can be is the time to read every weight once.")

@@ -5,7 +5,7 @@
     FIGURES                one more per step: parameters (01), layer-norm (03), activations (04),
                            token- and position-lookup (05, 06), residual (08), block (09),
                            model (10, 11), sampling (12), kv-cache and kv-cache-mask (13),
-                           paged-batch (14)
+                           paged-batch (14), decode-roofline (15)
 """
 
 from __future__ import annotations
@@ -365,6 +365,30 @@ def paged_batch(path: Path, page: int = 4) -> None:
     _save(fig, path)
 
 
+def decode_roofline(path: Path) -> None:
+    """Step 15: what a product can reach against how many flops it does per byte read (a roofline), with
+    this machine's bandwidth and matmul speed measured at build time; decode's matvec and a prompt's matmul."""
+    from book.examples import decode_limit
+
+    d = decode_limit()
+    bw, peak = d["bandwidth"] / 1e9, d["flops"] / 1e9
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    intensity = np.logspace(-2, 3, 200)  # flops per byte
+    ax.loglog(intensity, np.minimum(bw * intensity, peak), color="black")
+    ax.text(0.02, bw * 0.02 * 1.6, f"memory: {bw:.0f} GB/s x flops/byte", rotation=33, fontsize=8)
+    ax.text(200, peak * 1.15, f"compute: {peak:.0f} GFLOP/s", fontsize=8, ha="center")
+    for x, label, color in ((0.5, "decode: y = W x\n2 flops per 4-byte weight", "#d93025"),
+                            (64.0, "a 128-token prompt: Y = X W\u1d40\n128 rows share each weight", "#1a73e8")):
+        y = min(bw * x, peak)
+        ax.plot([x], [y], "o", color=color)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(8, -28), fontsize=8, color=color)
+    ax.set_xlabel("flops per byte of weights read")
+    ax.set_ylabel("GFLOP/s at best")
+    ax.set_title("measured on the machine that built this page", fontsize=9)
+    _save(fig, path)
+
+
 FIGURES = {
     "parameters.svg": parameters,
     "layer-norm.svg": layer_norm,
@@ -381,6 +405,7 @@ FIGURES = {
     "kv-cache.svg": kv_cache_cost,
     "kv-cache-mask.svg": kv_cache_mask,
     "paged-batch.svg": paged_batch,
+    "decode-roofline.svg": decode_roofline,
 }
 
 
