@@ -95,7 +95,20 @@ def _models(folder: Path, config):
     started = time.perf_counter()
     run = compile_with_cache(model, config)
     print(f"MAX graph compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-    return hf, run
+    return hf, run, model
+
+
+def _kernel_run(model, config, run):
+    """Solution 15's decode: the prompt through `run` (step 13's graph), each one-position step through
+    the Mojo kernel (GPT2WithKernel, compiled for one position)."""
+    from checker.step15 import compile_decode, prefill_then_decode
+    from solutions.solution_15 import GPT2WithKernel
+
+    started = time.perf_counter()
+    decode = compile_decode(GPT2WithKernel(model), config)
+    print(f"decode graph with the Mojo kernel compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr,
+          flush=True)
+    return prefill_then_decode(run, decode)
 
 
 def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
@@ -120,7 +133,7 @@ def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
     from bench.bandwidth import weight_bytes_per_token
     from bench.kv_cache import greedy, prefill
 
-    hf, run = _models(folder, config)
+    hf, run, model = _models(folder, config)
     rng = np.random.default_rng(0)
     rows = []
     for batch, tokens in plan.prefill:
@@ -141,17 +154,23 @@ def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
                             max_new_tokens=plan.decode_steps + 1, min_new_tokens=plan.decode_steps + 1,
                             do_sample=False, pad_token_id=0)[:, plan.decode_prompt:].numpy()
     ours_ids = ours_runs[0][0]
+    kernel = _kernel_run(model, config, run)
+    kernel_runs = [greedy(kernel, config, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
+    kernel_tps = plan.decode_steps / statistics.median(s for _, s in kernel_runs)
     weight_bytes = weight_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
         prefill=rows,
         decode=dict(batch=1, prompt=plan.decode_prompt, steps=plan.decode_steps, max_tokens_per_s=ours_tps,
-                    transformers_tokens_per_s=theirs_tps, speedup=ours_tps / theirs_tps),
+                    transformers_tokens_per_s=theirs_tps, speedup=ours_tps / theirs_tps,
+                    kernel_tokens_per_s=kernel_tps, kernel_speedup=kernel_tps / theirs_tps,
+                    kernel_same_tokens=bool(np.array_equal(kernel_runs[0][0], generated))),
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
                                    and np.array_equal(ours_ids, theirs_runs[0][0]))),
         memory=dict(read_bandwidth_gb_s=bandwidth / 1e9, weight_mb_per_token=weight_bytes / 1e6,
                     limit_tokens_per_s=limit, max_fraction_of_limit=ours_tps / limit,
+                    kernel_fraction_of_limit=kernel_tps / limit,
                     transformers_fraction_of_limit=theirs_tps / limit),
     )
 
@@ -195,13 +214,18 @@ def report(result: dict) -> str:
                      f"{r['transformers_ms']:.1f} ms | {r['speedup']:.2f}x |")
     lines.append(f"| greedy decode | 1 | {d['prompt']} + {d['steps']} | {d['max_tokens_per_s']:.1f} tokens/s | "
                  f"{d['transformers_tokens_per_s']:.1f} tokens/s | {d['speedup']:.2f}x |")
+    lines.append(f"| greedy decode with step 15's Mojo kernel | 1 | {d['prompt']} + {d['steps']} | "
+                 f"{d['kernel_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
+                 f"{d['kernel_speedup']:.2f}x |")
     same = result["tokens"]["identical"]
     lines += ["", f"Greedy tokens, MAX with its KV cache vs transformers (its decode loop and generate()): "
                   f"{'identical' if same else 'DIFFERENT'} ({len(result['tokens']['max_kv_cache'])} tokens).",
               f"Memory: read bandwidth {mem['read_bandwidth_gb_s']:.1f} GB/s, weights read per token "
               f"{mem['weight_mb_per_token']:.0f} MB -> limit {mem['limit_tokens_per_s']:.1f} tokens/s; "
               f"MAX decodes at {100 * mem['max_fraction_of_limit']:.0f}% of it, transformers at "
-              f"{100 * mem['transformers_fraction_of_limit']:.0f}%.",
+              f"{100 * mem['transformers_fraction_of_limit']:.0f}%; with step 15's kernel MAX decodes at "
+              f"{100 * mem['kernel_fraction_of_limit']:.0f}% ({'same' if d['kernel_same_tokens'] else 'OTHER'} "
+              "tokens as transformers' generate).",
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
     if "matvecs" in result:
