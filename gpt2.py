@@ -32,45 +32,56 @@ def _learner_modules(solutions: bool):
     return eleven, twelve
 
 
-def _with_cache(solutions: bool, checkpoint):
-    """Your step 13 module if it passes its check (from the verdict cache, or checked now), else None
-    after saying why the text comes from the path without a cache."""
+def _passing_step(step: str, solutions: bool, checkpoint, *, use: str, otherwise: str, missing: str,
+                  skeleton_stop=None):
+    """Your step `step` module if it passes its check (from the verdict cache, or checked now), else None
+    after saying why (`otherwise`: what the text comes from then). `skeleton_stop(module)`, when given,
+    is called before a first check: a skeleton raises there, before the whole check runs."""
     from checker import verdicts
-    from checker.learner import LearnerError, call, import_step
+    from checker.learner import LearnerError, import_step
     from checker.paths import shown, step_file
 
-    path = step_file("13", solution=solutions)
+    path = step_file(step, solution=solutions)
     try:
-        thirteen = import_step(path, "_gpt2_step13")
-        if not solutions and verdicts.lookup("13", path, checkpoint) is None:
-            call(thirteen.empty_cache, checkpoint.learner_config(), 1, timeout=60)  # a skeleton stops here
-            print(f"(checking your step 13 once, as pixi run s13 does, to use its cache: {shown(path)})", flush=True)
-        if solutions or verdicts.verdict("13", path, checkpoint, timeout=300)["ok"]:
-            return thirteen
-        print("(your step 13 does not pass its check yet: pixi run s13; the text comes without a cache)")
+        module = import_step(path, f"_gpt2_step{step}")
+        if not solutions and verdicts.lookup(step, path, checkpoint) is None:
+            if skeleton_stop is not None:
+                skeleton_stop(module)
+            print(f"(checking your step {step} once, as pixi run s{step} does, to use {use}: {shown(path)})",
+                  flush=True)
+        if solutions or verdicts.verdict(step, path, checkpoint, timeout=300)["ok"]:
+            return module
+        print(f"(your step {step} does not pass its check yet: pixi run s{step}; {otherwise})")
     except (LearnerError, AttributeError) as e:
-        print(f"(no KV cache: your step 13 is not done yet ({e}); pixi run s13)")
+        print(f"(no {missing}: your step {step} is not done yet ({e}); pixi run s{step})")
     return None
+
+
+def _with_cache(solutions: bool, checkpoint):
+    """Your step 13 module if it passes its check, else None after saying why the text comes from the
+    path without a cache."""
+    from checker.learner import call
+
+    def skeleton_stop(thirteen):
+        call(thirteen.empty_cache, checkpoint.learner_config(), 1, timeout=60)
+
+    return _passing_step("13", solutions, checkpoint, use="its cache", otherwise="the text comes without a cache",
+                         missing="KV cache", skeleton_stop=skeleton_stop)
 
 
 def _with_kernel(solutions: bool, checkpoint, loaded, cached):
     """Your step 15 decode (prefill through `cached`, step 13's graph; each one-position step through your
     GPT2WithKernel) if step 15 passes its check, else None after saying why."""
-    from checker import verdicts
-    from checker.learner import LearnerError, call, import_step
-    from checker.paths import shown, step_file
+    from checker.learner import LearnerError, call
     from checker.step15 import compile_decode, prefill_then_decode
 
-    path = step_file("15", solution=solutions)
+    fifteen = _passing_step("15", solutions, checkpoint, use="its kernel", otherwise="decode uses MAX's products",
+                            missing="kernel")
+    if fifteen is None:
+        return None
     try:
-        fifteen = import_step(path, "_gpt2_step15")
-        if not solutions and verdicts.lookup("15", path, checkpoint) is None:
-            print(f"(checking your step 15 once, as pixi run s15 does, to use its kernel: {shown(path)})", flush=True)
-        if not (solutions or verdicts.verdict("15", path, checkpoint, timeout=300)["ok"]):
-            print("(your step 15 does not pass its check yet: pixi run s15; decode uses MAX's products)")
-            return None
         decode = call(lambda: compile_decode(fifteen.GPT2WithKernel(loaded), checkpoint.learner_config()), timeout=0)
-    except (LearnerError, AttributeError) as e:
+    except LearnerError as e:
         print(f"(no kernel: your step 15 is not done yet ({e}); pixi run s15)")
         return None
     print("Your step 15 passes: each decode step runs through your Mojo kernel (GPT2WithKernel); the prompt "

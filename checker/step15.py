@@ -102,13 +102,13 @@ RACE = Mistake("race", "the same input gives different outputs from run to run: 
 CATALOGUE = [m for m, _ in MISTAKES] + [RACE]
 
 
-def _named(results: dict, cases, seed: int) -> Mistake | None:
-    """The mistake whose outputs the learner's equal on every case, if one does."""
+def _named(results: dict, arrays: dict) -> Mistake | None:
+    """The mistake whose outputs the learner's equal on every case, if one does (`arrays`: each case's
+    (x, w, b))."""
     for mistake, computes in MISTAKES:
         for compute in computes:
-            if all(compare(results[name][0].astype(np.float64), compute(*case_arrays(n, k, m, bias, seed)),
-                           axes=("row", "output"), mistakes=[], tol=KERNEL).ok
-                   for name, n, k, m, bias in cases):
+            if all(compare(results[name][0].astype(np.float64), compute(*args), axes=("row", "output"), mistakes=[],
+                           tol=KERNEL).ok for name, args in arrays.items()):
                 return mistake
     return None
 
@@ -151,9 +151,10 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
     except LearnerError as e:
         return run.add(Part.from_error("kernel", e))
     raced = [name for name, *_ in cases if not all(np.array_equal(r, results[name][0]) for r in results[name][1:])]
-    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*case_arrays(n, k, m, bias, SEED)),
-                              axes=("row", "output"), mistakes=[], tol=KERNEL)
-                for name, n, k, m, bias in cases}
+    arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}  # drawn once, as the child drew
+    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
+                              mistakes=[], tol=KERNEL)
+                for name, args in arrays.items()}
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     if raced:
@@ -168,7 +169,7 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
     for name in failing[:4]:
         details += [f"{name}: {verdicts[name].summary}", *(f"  {d}" for d in verdicts[name].details)]
     return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on {len(right)}",
-                        details, _named(results, cases, SEED), margin))
+                        details, _named(results, arrays), margin))
 
 
 @contextlib.contextmanager
