@@ -17,7 +17,9 @@ In one process, on the same token ids, float32 on the CPU, both sides with the s
   decode        greedy, batch 1: each step feeds one token and reads the cache; tokens/s over the steps
 Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
 The greedy tokens of both sides are compared, and the decode speed set against the memory-bandwidth
-limit (bench/bandwidth.py), measured in the same run.
+limit (bench/bandwidth.py), measured in the same run. The decodes (MAX, transformers, MAX with step
+15's kernel) and the bandwidth are measured in rounds, one of each per round, so their ratios are
+taken under the same load.
 """
 
 from __future__ import annotations
@@ -126,11 +128,11 @@ def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
     return torch.cat(new, dim=1).numpy(), time.perf_counter() - started
 
 
-def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
+def measure(folder: Path, config, plan: Plan) -> dict:
     """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`."""
     import torch
 
-    from bench.bandwidth import weight_bytes_per_token
+    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
     from bench.kv_cache import greedy, prefill
 
     hf, run, model = _models(folder, config)
@@ -146,17 +148,21 @@ def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
         print(f"prefill batch {batch} x {tokens} tokens: MAX {1e3 * ours:.0f} ms, transformers {1e3 * theirs:.0f} ms",
               file=sys.stderr, flush=True)
     prompt = rng.integers(0, config.vocab_size, (1, plan.decode_prompt), dtype=np.int64)
-    ours_runs = [greedy(run, config, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
-    theirs_runs = [_hf_greedy(hf, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
-    ours_tps = plan.decode_steps / statistics.median(s for _, s in ours_runs)
-    theirs_tps = plan.decode_steps / statistics.median(s for _, s in theirs_runs)
+    kernel = _kernel_run(model, config, run)
+    # The three decodes and the bandwidth interleaved, one of each per round, so a change in the
+    # machine's load (it may be shared) falls on all of them.
+    decoders = dict(ours=lambda: greedy(run, config, prompt, plan.decode_steps),
+                    theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
+                    kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps))
+    rounds = [{name: decode() for name, decode in decoders.items()} | dict(bandwidth=read_bandwidth())
+              for _ in range(plan.repeats + 1)][1:]
+    bandwidth = statistics.median(r["bandwidth"] for r in rounds)
+    ours_tps, theirs_tps, kernel_tps = (plan.decode_steps / statistics.median(r[name][1] for r in rounds)
+                                        for name in decoders)
     generated = hf.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
                             max_new_tokens=plan.decode_steps + 1, min_new_tokens=plan.decode_steps + 1,
                             do_sample=False, pad_token_id=0)[:, plan.decode_prompt:].numpy()
-    ours_ids = ours_runs[0][0]
-    kernel = _kernel_run(model, config, run)
-    kernel_runs = [greedy(kernel, config, prompt, plan.decode_steps) for _ in range(plan.repeats + 1)][1:]
-    kernel_tps = plan.decode_steps / statistics.median(s for _, s in kernel_runs)
+    ours_ids, theirs_ids, kernel_ids = (rounds[0][name][0] for name in decoders)
     weight_bytes = weight_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
@@ -164,10 +170,10 @@ def measure(folder: Path, config, plan: Plan, bandwidth: float) -> dict:
         decode=dict(batch=1, prompt=plan.decode_prompt, steps=plan.decode_steps, max_tokens_per_s=ours_tps,
                     transformers_tokens_per_s=theirs_tps, speedup=ours_tps / theirs_tps,
                     kernel_tokens_per_s=kernel_tps, kernel_speedup=kernel_tps / theirs_tps,
-                    kernel_same_tokens=bool(np.array_equal(kernel_runs[0][0], generated))),
+                    kernel_same_tokens=bool(np.array_equal(kernel_ids, generated))),
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
-                                   and np.array_equal(ours_ids, theirs_runs[0][0]))),
+                                   and np.array_equal(ours_ids, theirs_ids))),
         memory=dict(read_bandwidth_gb_s=bandwidth / 1e9, weight_mb_per_token=weight_bytes / 1e6,
                     limit_tokens_per_s=limit, max_fraction_of_limit=ours_tps / limit,
                     kernel_fraction_of_limit=kernel_tps / limit,
@@ -262,13 +268,11 @@ def main(argv: list[str] | None = None) -> int:
                           serve.TINY if args.tiny else serve.FULL)
 
     import checker  # noqa: F401  (MAX's executor setting)
-    from bench.bandwidth import read_bandwidth
     from checker.weights import learner_config
 
     plan = TINY if args.tiny else FULL
     if args.repeats:
         plan = Plan(plan.prefill, plan.decode_prompt, plan.decode_steps, args.repeats)
-    bandwidth = read_bandwidth()
     with tempfile.TemporaryDirectory() as tmp:
         if args.tiny:
             folder, model = _hf_tiny(Path(tmp)), f"tiny GPT-2 ({TINY_CONFIG['n_layer']} layers, width {TINY_CONFIG['n_embd']})"
@@ -280,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             folder, model = checkpoint.path, checkpoint.describe()
         config = learner_config(json.loads((folder / "config.json").read_text()))
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
-                      **measure(folder, config, plan, bandwidth))
+                      **measure(folder, config, plan))
         if args.profile:
             from bench.matvec import time_matvecs
 
