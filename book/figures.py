@@ -376,7 +376,8 @@ def decode_roofline(path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     intensity = np.logspace(-2, 3, 200)  # flops per byte
     ax.loglog(intensity, np.minimum(bw * intensity, peak), color="black")
-    ax.text(0.02, bw * 0.02 * 1.6, f"memory: {bw:.0f} GB/s x flops/byte", rotation=33, fontsize=8)
+    ax.annotate(f"memory: {bw:.0f} GB/s x flops/byte", (0.08, bw * 0.08), xytext=(0.2, bw * 0.08 / 6), fontsize=8,
+                arrowprops=dict(arrowstyle="-", lw=0.6))  # below the slanted line, pointing at it
     ax.text(200, peak * 1.15, f"compute: {peak:.0f} GFLOP/s", fontsize=8, ha="center")
     for x, label, color in ((0.5, "decode: y = W x\n2 flops per 4-byte weight", "#d93025"),
                             (64.0, "a 128-token prompt: Y = X W\u1d40\n128 rows share each weight", "#1a73e8")):
