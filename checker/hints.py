@@ -284,9 +284,11 @@ HINTS: dict[str, dict[str, list[str]]] = {
         "kernel": ["Start simple: one task, one float at a time, y[n, m] = b[m] + the sum over k of "
                    "x[n, k] * w[m, k], with w's row m at m * K. Pass the kernel part first, then make it fast: "
                    "bands of w's rows for the tasks, a vector of floats per operation, a scalar loop for the tail.",
-                   "The Mojo manual's SIMD and pointers (https://docs.modular.com/mojo/manual/pointers/); MAX's "
-                   "custom ops (https://docs.modular.com/max/develop/build-custom-ops); custom.declare "
-                   "(https://docs.modular.com/max/api/python/experimental/custom/).",
+                   "Check each index against what it reads: x's row n starts at n * K, w's row m at m * K, y[n, m] "
+                   "is at n * M + m and is written once, by one task; b[m] is added once, after the sum (a SIMD "
+                   "accumulator started at b[m] adds it once per lane); the K % width columns after the last whole "
+                   "vector are summed too. The Mojo manual's pointers (https://docs.modular.com/mojo/manual/"
+                   "pointers/), MAX's custom ops (https://docs.modular.com/max/develop/build-custom-ops).",
                    "acc += wp.unsafe_load[width=W](m * K + k) * xp.unsafe_load[width=W](n * K + k) while "
                    "k + W <= K; then s = acc.reduce_add(), the tail for j in range(k, K), and y = s + b[m], once."],
         "decode": ["The kernel passed alone: what is left is which tensors go into it. Each KernelLinear must hold "

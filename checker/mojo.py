@@ -63,9 +63,11 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
         if error.exists():
             raise LearnerError(**json.loads(error.read_text()))
         if done.returncode < 0:
-            raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}): a read "
-                               "or write outside a tensor. Check each index against the tensor's size: rows of w "
-                               "below M, columns below K, y's index below N * M")
+            running = Path(tmp) / "running.txt"  # the case the child had started
+            case = f" on {running.read_text()}" if running.exists() else ""
+            raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}){case}: "
+                               "a read or write outside a tensor. Check each index against the tensor's size: rows "
+                               "of w below M, columns below K, y's index below N * M")
         if done.returncode != 0 or not out.exists():
             tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
             raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
@@ -95,6 +97,7 @@ def _child(spec_file: str, out_file: str) -> int:
             raise LearnerError(f"{Path(spec['path']).name} defines no matvec")
         results = {}
         for name, n, k, m, bias in spec["cases"]:
+            Path(out_file).with_name("running.txt").write_text(f"{name} (x [{n}, {k}], w [{m}, {k}])")
             x, w, b = case_arrays(n, k, m, bias, spec["seed"])
             args = [Tensor.from_dlpack(a) for a in (x, w, b) if a is not None]
             runs = []

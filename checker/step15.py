@@ -78,13 +78,14 @@ def _tail_dropped(width: int):
     return compute
 
 
+BIAS_HINT = ("Add b[m] once per output, after the row's sum is complete: not inside a loop that runs more than "
+             "once per output.")
 MISTAKES = [
     (Mistake("tail-dropped", "the last K % width columns of each row are left out: the loop after the whole "
              "vectors (the tail) is missing or never runs", "When K is not a multiple of your vector width, the "
              "columns after the last whole vector still count: a scalar loop over them, after the vector loop."),
      [_tail_dropped(width) for width in WIDTHS]),
-    (Mistake("bias-twice", "the bias is added twice", "Add b[m] once per output, after the row's sum is "
-             "complete: not inside a loop that runs more than once per output."),
+    (Mistake("bias-twice", "the bias is added twice", BIAS_HINT),
      [lambda x, w, b: expected(x, w, None if b is None else 2 * b)]),
     (Mistake("bias-missing", "the bias is not added", "y = x @ w.T + b: each output adds its own b[m]."),
      [lambda x, w, b: expected(x, w, None)]),
@@ -96,10 +97,29 @@ MISTAKES = [
              "starting at m * K."),
      [lambda x, w, b: expected(x, w.reshape(-1).reshape(w.shape[1], w.shape[0]).T, b)]),
 ]
-RACE = Mistake("race", "the same input gives different outputs from run to run: tasks write (or add into) the "
-               "same outputs at the same time", "Give each task rows of its own, and write each output once: "
-               "sum into a local variable, then store it.")
+RACE = Mistake("race", "the same input gives different outputs from run to run: two tasks write (or add into) "
+               "the same outputs at the same time, or some outputs are never written (y keeps whatever its memory "
+               "held: a wrong index for y, or rows no task takes)", "Each task takes rows of its own, and every "
+               "y[n, m], at n * M + m, is written exactly once: sum into a local variable, then store it.")
 CATALOGUE = [m for m, _ in MISTAKES] + [RACE]
+
+
+def _bias_times(results: dict, arrays: dict) -> Mistake | None:
+    """The bias added c times (one integer c, not 1) on every case with a bias, and the cases without one
+    right: named with its count. c = 0 and 2 are in MISTAKES; this names any other (a SIMD accumulator
+    started at b adds it once per lane)."""
+    times = set()
+    for name, (x, w, b) in arrays.items():
+        y, want = results[name][0].astype(np.float64), expected(x, w, None)
+        if b is not None:
+            times.add(c := round(float(np.sum((y - want) * b) / (len(y) * np.sum(b.astype(np.float64) ** 2)))))
+            want = want + c * b
+        if len(times) > 1 or not compare(y, want, axes=("row", "output"), mistakes=[], tol=KERNEL).ok:
+            return None
+    if len(times) != 1 or 1 in times:
+        return None
+    return Mistake("bias-times", f"the bias is added {times.pop()} times to each output, not once",
+                   BIAS_HINT + " A SIMD accumulator that starts at b[m] adds it once per lane.")
 
 
 def _named(results: dict, arrays: dict) -> Mistake | None:
@@ -110,7 +130,7 @@ def _named(results: dict, arrays: dict) -> Mistake | None:
             if all(compare(results[name][0].astype(np.float64), compute(*args), axes=("row", "output"), mistakes=[],
                            tol=KERNEL).ok for name, args in arrays.items()):
                 return mistake
-    return None
+    return _bias_times(results, arrays)
 
 
 # --- the check ------------------------------------------------------------------------------------
@@ -157,19 +177,21 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
                 for name, args in arrays.items()}
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
+    shown = [*raced, *(name for name in failing if name not in raced)]
+    details = [f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}"]
+    for name in shown[:4]:
+        varies = " (different in each run)" if name in raced else ""
+        details += [f"{name}{varies}: {verdicts[name].summary}", *(f"  {d}" for d in verdicts[name].details)]
+    if len(shown) > 4:
+        details.append(f"and {len(shown) - 4} more: {'; '.join(shown[4:])}")
     if raced:
         return run.add(Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
-                            f"{len(raced)} of {len(cases)} shapes: {'; '.join(raced)}",
-                            [f"{name}: {verdicts[name].summary}" for name in raced[:3]], RACE))
+                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details, RACE))
     if not failing:
         return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
                             f"{margin:.2f} of allowed", margin=margin))
-    right = [name for name in verdicts if name not in failing]
-    details = [f"right on: {'; '.join(right) or 'none'}"]
-    for name in failing[:4]:
-        details += [f"{name}: {verdicts[name].summary}", *(f"  {d}" for d in verdicts[name].details)]
-    return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on {len(right)}",
-                        details, _named(results, arrays), margin))
+    return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
+                        f"{len(cases) - len(failing)}", details, _named(results, arrays), margin))
 
 
 @contextlib.contextmanager
@@ -221,6 +243,28 @@ def greedy_steps(run, config, empty_cache, prompt: list[int], steps: int) -> tup
     return ids, decoded
 
 
+def kernel_linear_problem(kernel_linear, model) -> str | None:
+    """What is wrong with the learner's KernelLinear around the model's first Linear, run eagerly on
+    x [2, 1, in] (decode's shape at batch 2), or None when it gives x @ weight.T + bias [2, 1, out]."""
+    from max.experimental.nn import Linear
+    from max.experimental.tensor import Tensor
+
+    name, linear = next((n, m) for n, m in model.descendants if isinstance(m, Linear))
+    w, b = (np.from_dlpack(t).astype(np.float64) for t in (linear.weight, linear.bias))
+    x = np.random.default_rng(15).standard_normal((2, 1, w.shape[1]), dtype=np.float32)
+    y = kernel_linear(linear)(Tensor.from_dlpack(x))
+    what = f"KernelLinear({name}) on x [2, 1, {w.shape[1]}]"
+    if y is None:
+        return f"{what} returned None: is a `return` missing?"
+    got, want = np.from_dlpack(y).astype(np.float64), x.astype(np.float64) @ w.T + b
+    if got.shape != want.shape:
+        return (f"{what} returned shape {list(got.shape)}, {list(want.shape)} expected: the kernel's [N, out] "
+                "rows go back to [B, 1, out]")
+    verdict = compare(got, want, axes=("row", "position", "output"), mistakes=[], tol=KERNEL)
+    return None if verdict.ok else (f"{what} differs from x @ weight.T + bias: {verdict.summary}; your kernel "
+                                    "passed alone, so look at the weight and bias KernelLinear holds and hands it")
+
+
 def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
     """Returns (step 13's graph, the prefill-then-decode run, the learner's empty_cache) when it passes."""
     import torch
@@ -235,6 +279,9 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
           "when unchanged)", file=sys.stderr, flush=True)
     try:
         model = run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
+        if (problem := run.call(kernel_linear_problem, step.KernelLinear, model)) is not None:
+            run.add(Part("decode", FAIL, problem))
+            return None
         prefill = run.call(compile_with_cache, thirteen.GPT2WithCache(model), config)  # before the kernel goes in
         with counting_kernel_calls() as calls:
             decode = run.call(compile_decode, run.call(step.GPT2WithKernel, model), config)

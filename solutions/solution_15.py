@@ -8,8 +8,8 @@ threads, and registers itself as the custom op `gpt2_matvec`; this file declares
 it in place of every product of step 13's decode:
 
     matvec        x [N, K], weight [M, K], bias [M] -> x @ weight.T + bias [N, M]
-    KernelLinear  a Linear [out, in]: x [B, 1, in] -> [B, 1, out] by the kernel; [B, T, in] with T
-                  not known to be 1 (a prompt) by MAX's product, which reads W once for all T rows
+    KernelLinear  a Linear [out, in]: x [B, 1, in] -> [B, 1, out] by the kernel (only decode runs it:
+                  the prompt goes through step 13's graph, compiled before the kernel goes in)
     GPT2WithKernel step 13's GPT2WithCache, its Linears KernelLinears and its tied head the kernel
 """
 
@@ -52,9 +52,7 @@ class KernelLinear(Module):
         self.weight, self.bias = linear.weight, linear.bias
 
     def forward(self, x: Tensor) -> Tensor:
-        """x [..., T, in] -> [..., T, out]"""
-        if x.shape[-2] != 1:  # a prompt (or a length known only at run time): MAX's product
-            return x @ self.weight.T + self.bias
+        """x [B, 1, in] -> [B, 1, out]"""
         rows = x.reshape([-1, x.shape[-1]])  # [B, in]: one row per sequence
         return matvec(rows, self.weight, self.bias).reshape([*x.shape[:-1], self.weight.shape[0]])
 

@@ -26,8 +26,6 @@ Facts you cannot guess (MAX 26.7):
   Tensors, in the same order as the inputs, and returns the output Tensor.
 - A Module's attributes may be replaced with setattr; `module.children` gives the (name, child)
   pairs of a module, `module.descendants` those of every module inside it.
-- While a graph is traced, a size is a Dim: a known one compares equal to an int, a symbolic one
-  (a length known only when the graph runs) equals no int.
 
 Read: the book's page for this step (book/docs/steps/15.md).
 Check: pixi run s15        Then: pixi run gpt2 "Your prompt"        Stuck? pixi run s15 --hint
@@ -62,10 +60,8 @@ class KernelLinear(Module):
         raise NotImplementedError("step 15: KernelLinear.__init__")
 
     def forward(self, x: Tensor) -> Tensor:
-        """x [..., T, in] -> [..., T, out]"""
+        """x [B, 1, in] -> [B, 1, out]"""
         # TODO: the kernel takes [N, K]: how do [B, 1, in] rows become that, and come back?
-        #   - A graph compiled for a prompt reaches here too if your model is shared: what should
-        #     a T that is not 1 (or not known) use instead?
         raise NotImplementedError("step 15: KernelLinear.forward")
 
 

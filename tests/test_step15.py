@@ -90,3 +90,37 @@ def test_a_simple_one_task_kernel_passes(checkpoints, tmp_path):
     report = step15.check(write_kernel_step(tmp_path, _kernel_body(_SIMPLE)), checkpoints["synthetic"])
     assert report.part("kernel").status == PASS, report.render()
     assert report.part("decode").status == PASS, report.render()
+
+
+def test_a_bias_added_several_times_is_named_with_its_count(checkpoints, tmp_path):
+    """No catalogue entry adds b four times: the count is read from the output, as for a SIMD accumulator
+    started at b (once per lane)."""
+    body = _SIMPLE.replace("var s: Float32 = 0", "var s: Float32 = 3 * bp[unsafe_offset=m]")
+    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == FAIL and kernel.mistake and kernel.mistake.id == "bias-times", report.render()
+    assert "added 4 times" in report.render()
+
+
+def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, tmp_path):
+    """Rows of y written at n * (M - 1): the N > 1 shapes overlap and leave outputs unwritten. Every
+    shape that is off is listed, and outputs that change from run to run are not blamed on a race alone."""
+    body = _SIMPLE.replace("yp[unsafe_offset=n * M + m]", "yp[unsafe_offset=n * (M - 1) + m]")
+    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    kernel, text = report.part("kernel"), report.render()
+    assert kernel.status == FAIL, text
+    assert "K 5 (shorter than one vector), N 2" in text and "N 3 (three rows of x)" in text, text
+    if kernel.mistake is step15.RACE:
+        assert "never written" in text, text
+
+
+def test_a_kernel_linear_that_loses_the_position_axis_is_named(checkpoints, tmp_path):
+    """A KernelLinear returning [B, out] fails where it is, not later inside step 13's cache."""
+    source = mutate((REPO / "solutions" / "solution_15.py").read_text(),
+                    ".reshape([*x.shape[:-1], self.weight.shape[0]])", "")
+    path = write_kernel_step(tmp_path, kernel_source())
+    path.write_text(source)
+    report = step15.check(path, checkpoints["synthetic"])
+    decode = report.part("decode")
+    assert decode.status == FAIL and "KernelLinear(" in decode.summary, report.render()
+    assert "returned shape [2, 2304], [2, 1, 2304] expected" in decode.summary, decode.summary
