@@ -16,7 +16,8 @@ In one process, on the same token ids, float32 on the CPU, both sides with the s
                 filled, logits of the last position (transformers: use_cache=True, logits_to_keep=1)
   decode        greedy, batch 1: each step feeds one token and reads the cache; tokens/s over the steps
 Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
-The greedy tokens of both sides are compared, and the decode speed set against the memory-bandwidth
+The greedy tokens of both sides (and of the kernel's decode) are compared, the exit status 1 if any
+differ, and the decode speed set against the memory-bandwidth
 limit (bench/bandwidth.py), measured in the same run. The decodes (MAX, transformers, MAX with step
 15's kernel) and the bandwidth are measured in rounds, one of each per round, so their ratios are
 taken under the same load.
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print(f"\nFigures written to {shown(path)}")
-    return 0 if result["tokens"]["identical"] else 1
+    return 0 if result["tokens"]["identical"] and result["decode"]["kernel_same_tokens"] else 1
 
 
 if __name__ == "__main__":
