@@ -236,13 +236,19 @@ def report(result: dict) -> str:
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
     if "matvecs" in result:
-        step_ms = 1e3 / d["max_tokens_per_s"]
-        products = sum(r["ms"] * r["per_token"] for r in result["matvecs"])
-        lines += ["", "| weight product, alone (batch 1) | per token | ms | reads at |", "| --- | --- | --- | --- |"]
-        lines += [f"| {r['name']} {r['shape']} | {r['per_token']} | {r['ms']:.2f} | {r['gb_s']:.1f} GB/s |"
-                  for r in result["matvecs"]]
-        lines.append(f"The products alone: {products:.1f} ms per token of the decode step's {step_ms:.1f} ms "
-                     f"({100 * products / step_ms:.0f}%); the rest is the small ops and the call.")
+        mv, bw = result["matvecs"], mem["read_bandwidth_gb_s"]
+        lines += ["", "| weight product, alone (batch 1) | per token | MAX ms | MAX reads at | kernel ms | "
+                      "kernel reads at |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['name']} {r['shape']} | {r['per_token']} | {r['ms']:.2f} | {r['gb_s']:.1f} GB/s | "
+                  f"{r['kernel_ms']:.2f} | {r['kernel_gb_s']:.1f} GB/s |" for r in mv]
+        for side, key, tps in (("MAX's", "ms", d["max_tokens_per_s"]), ("the kernel's", "kernel_ms",
+                                                                         d["kernel_tokens_per_s"])):
+            products, step_ms = sum(r[key] * r["per_token"] for r in mv), 1e3 / tps
+            lines.append(f"{side[0].upper()}{side[1:]} products alone: {products:.1f} ms per token of its decode "
+                         f"step's {step_ms:.1f} ms ({100 * products / step_ms:.0f}%); the rest is the small ops "
+                         "and the call.")
+        mb = mem["weight_mb_per_token"]
+        lines.append(f"Reading {mb:.0f} MB at the measured {bw:.1f} GB/s takes {mb / bw:.1f} ms.")
     return "\n".join(lines)
 
 

@@ -2,14 +2,18 @@
 
 At batch 1 a decode step is a chain of matrix-vector products, one per weight
 matrix, plus small ops (layer norms, the attention over the cache, GELU). Each
-distinct product of GPT-2 is compiled here alone, as the step classes compute
-it (`Linear`: x @ W.T + b, W stored [out, in]; the tied head: x @ wte.T), and
-timed at batch 1. Their sum per token, against the whole decode step, says how
-much of the step is reading weights and how fast MAX's kernel reads them.
+distinct product of GPT-2 is compiled here alone, twice: as the step classes
+compute it with MAX's product (`Linear`: x @ W.T + b, W stored [out, in]; the
+tied head: x @ wte.T), and through step 15's Mojo kernel (solution 15's
+`matvec`). Both are timed at batch 1, in alternating rounds so that the
+machine's drift falls on both alike. Their sums per token, against the whole
+decode steps, say how much of a step is reading weights and how fast each
+product reads them.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import numpy as np
@@ -22,14 +26,16 @@ def matvec_shapes(config) -> list[tuple[str, int, int, int, bool]]:
             ("mlp.c_proj", inner, c, n, True), ("tied head (wte.T)", c, config.vocab_size, 1, False)]
 
 
-def time_matvecs(config, repeats: int = 30) -> list[dict]:
-    """Each product alone, compiled: its median ms at batch 1 and the GB/s at which it reads its weight."""
+def _products(n_in: int, n_out: int, bias: bool, rng) -> dict:
+    """The product x [1, in] -> [1, out] compiled twice, MAX's and the kernel's, on the same weights."""
     from max.driver import CPU
     from max.dtype import DType
     from max.experimental import functional as F
     from max.experimental.nn import Linear, Module
     from max.experimental.tensor import Tensor
     from max.graph import TensorType
+
+    from solutions.solution_15 import matvec
 
     class Head(Module):
         def __init__(self, vocab, width):
@@ -38,24 +44,47 @@ def time_matvecs(config, repeats: int = 30) -> list[dict]:
         def forward(self, x):
             return x @ self.weight.T
 
+    class KernelProduct(Module):
+        def __init__(self):
+            self.weight = Tensor.zeros([n_out, n_in])
+            if bias:
+                self.bias = Tensor.zeros([n_out])
+
+        def forward(self, x):
+            return matvec(x, self.weight, self.bias if bias else None)
+
+    with F.lazy():  # no random initialisation: the weights come with compile()
+        modules = dict(max=Linear(n_in, n_out, bias=True) if bias else Head(n_out, n_in), kernel=KernelProduct())
+    weights = {k: rng.standard_normal(tuple(int(d) for d in v.shape)).astype(np.float32)
+               for k, v in modules["max"].parameters}
+    in_type = TensorType(DType.float32, [1, n_in], device=CPU())
+    return {name: module.compile(in_type, weights=weights) for name, module in modules.items()}
+
+
+def time_matvecs(config, repeats: int = 30, rounds: int = 5) -> list[dict]:
+    """Each product alone, MAX's and the kernel's: median ms at batch 1 and the GB/s at which each reads
+    its weight (the kernel's result checked against MAX's first)."""
+    from max.experimental.tensor import Tensor
+
     rng = np.random.default_rng(0)
     rows = []
     for name, n_in, n_out, times, bias in matvec_shapes(config):
-        with F.lazy():  # no random initialisation: the weights come with compile()
-            module = Linear(n_in, n_out, bias=True) if bias else Head(n_out, n_in)
-        weights = {k: rng.standard_normal(tuple(int(d) for d in v.shape)).astype(np.float32)
-                   for k, v in module.parameters}
-        run = module.compile(TensorType(DType.float32, [1, n_in], device=CPU()), weights=weights)
+        runs = _products(n_in, n_out, bias, rng)
         x = Tensor.from_dlpack(rng.standard_normal((1, n_in)).astype(np.float32))
-        for _ in range(3):
-            np.from_dlpack(run(x))
-        samples = []
-        for _ in range(repeats):
-            started = time.perf_counter()
-            np.from_dlpack(run(x))
-            samples.append(time.perf_counter() - started)
-        seconds = float(np.median(samples))
+        outputs = {side: np.from_dlpack(run(x)) for side, run in runs.items()}
+        np.testing.assert_allclose(outputs["kernel"], outputs["max"], rtol=1e-3, atol=1e-3)
+        samples = {side: [] for side in runs}
+        for _ in range(rounds):  # alternate the two sides, a block of calls each
+            for side, run in runs.items():
+                for _ in range(3):
+                    np.from_dlpack(run(x))
+                for _ in range(repeats // rounds):
+                    started = time.perf_counter()
+                    np.from_dlpack(run(x))
+                    samples[side].append(time.perf_counter() - started)
+        seconds = {side: statistics.median(s) for side, s in samples.items()}
         nbytes = 4 * n_in * n_out
-        rows.append(dict(name=name, shape=f"[1, {n_in}] x [{n_in}, {n_out}]", per_token=times, ms=1e3 * seconds,
-                         gb_s=nbytes / seconds / 1e9))
+        rows.append(dict(name=name, shape=f"[1, {n_in}] x [{n_in}, {n_out}]", per_token=times,
+                         ms=1e3 * seconds["max"], gb_s=nbytes / seconds["max"] / 1e9,
+                         kernel_ms=1e3 * seconds["kernel"], kernel_gb_s=nbytes / seconds["kernel"] / 1e9))
     return rows

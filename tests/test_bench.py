@@ -148,3 +148,30 @@ def test_prompts_are_drawn_from_whole_characters():
     assert 0 < len(ids) < len(tokenizer)
     drawn = {i for p in prompts(ids, 8, 32, seed=1) for i in p}
     assert drawn <= set(ids) and "\ufffd" not in tokenizer.decode(sorted(drawn))
+
+
+def test_profile_times_max_and_the_kernel_on_every_product(monkeypatch):
+    """`--profile`: a Linear's product and the tied head's timed through MAX and through step 15's
+    kernel (whose result is checked against MAX's first), and the report sums both per token.
+    Two small products with remainders of 16 and 4 stand in for GPT-2's five (each costs compiles)."""
+    import bench.matvec
+    from bench.__main__ import report
+
+    shapes = [("attn.c_attn", 40, 120, 2, True), ("tied head (wte.T)", 40, 101, 1, False)]
+    monkeypatch.setattr(bench.matvec, "matvec_shapes", lambda config: shapes)
+    rows = bench.matvec.time_matvecs(None, repeats=4, rounds=2)
+    assert [r["name"] for r in rows] == [s[0] for s in shapes]
+    for r, (_, n_in, n_out, _, _) in zip(rows, shapes):
+        for side in ("", "kernel_"):
+            assert r[f"{side}ms"] > 0 and abs(r[f"{side}gb_s"] - 4 * n_in * n_out / r[f"{side}ms"] / 1e6) < 1e-9
+    decode = dict(prompt=4, steps=2, max_tokens_per_s=100.0, transformers_tokens_per_s=80.0, speedup=1.25,
+                  kernel_tokens_per_s=125.0, kernel_speedup=1.5625, kernel_same_tokens=True)
+    memory = dict(read_bandwidth_gb_s=20.0, weight_mb_per_token=1.0, limit_tokens_per_s=20000.0,
+                  max_fraction_of_limit=0.005, transformers_fraction_of_limit=0.004, kernel_fraction_of_limit=0.00625)
+    text = report(dict(machine=dict(processor="cpu", vector_extensions=[], cpus=2, torch_threads=2), model="tiny",
+                       repeats=1, decode=decode, memory=memory, prefill=[dict(batch=1, tokens=4, max_ms=1.0,
+                       transformers_ms=1.0, speedup=1.0, max_abs_diff=0.0)], tokens=dict(identical=True,
+                       max_kv_cache=[1, 2, 3]), matvecs=rows))
+    kernel_sum = sum(r["kernel_ms"] * r["per_token"] for r in rows)
+    assert f"The kernel's products alone: {kernel_sum:.1f} ms per token of its decode step's 8.0 ms" in text
+    assert f"MAX's products alone: {sum(r['ms'] * r['per_token'] for r in rows):.1f} ms" in text
