@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def _learner_modules(solutions: bool):
-    from checker.learner import import_step
+    from checker.running.learner import import_step
     from checker.paths import step_file
 
     eleven = import_step(step_file("11", solution=solutions), "_gpt2_step11")
@@ -37,8 +37,8 @@ def _passing_step(step: str, solutions: bool, checkpoint, *, use: str, otherwise
     """Your step `step` module if it passes its check (from the verdict cache, or checked now), else None
     after saying why (`otherwise`: what the text comes from then). `skeleton_stop(module)`, when given,
     is called before a first check: a skeleton raises there, before the whole check runs."""
-    from checker import verdicts
-    from checker.learner import LearnerError, import_step
+    from checker.harness import verdicts
+    from checker.running.learner import LearnerError, import_step
     from checker.paths import shown, step_file
 
     path = step_file(step, solution=solutions)
@@ -60,7 +60,7 @@ def _passing_step(step: str, solutions: bool, checkpoint, *, use: str, otherwise
 def _with_cache(solutions: bool, checkpoint):
     """Your step 13 module if it passes its check, else None after saying why the text comes from the
     path without a cache."""
-    from checker.learner import call
+    from checker.running.learner import call
 
     def skeleton_stop(thirteen):
         call(thirteen.empty_cache, checkpoint.learner_config(), 1, timeout=60)
@@ -72,8 +72,8 @@ def _with_cache(solutions: bool, checkpoint):
 def _with_kernel(solutions: bool, checkpoint, loaded, cached):
     """Your step 15 decode (prefill through `cached`, step 13's graph; each one-position step through your
     GPT2WithKernel) if step 15 passes its check, else None after saying why."""
-    from checker.learner import LearnerError, call
-    from checker.step15 import compile_decode, prefill_then_decode
+    from checker.running.learner import LearnerError, call
+    from checker.steps.step15 import compile_decode, prefill_then_decode
 
     fifteen = _passing_step("15", solutions, checkpoint, use="its kernel", otherwise="decode uses MAX's products",
                             missing="kernel")
@@ -103,7 +103,7 @@ def _timed_tokens(tokens, text, show: bool) -> tuple[list[int], float]:
 def _model_parts(eleven):
     """Your model class and loader: this course's step 11, or the online book's (MaxGPT2LMHeadModel,
     no loader: the weights are loaded as the book's main.py loads them)."""
-    from checker.step11 import BOOK, book_load, follows_book
+    from checker.steps.step11 import BOOK, book_load, follows_book
 
     if not follows_book(eleven):
         return eleven.GPT2LMHeadModel, eleven.load_hf_weights
@@ -115,7 +115,7 @@ def _model_parts(eleven):
 def _generate(twelve, model, prompt_ids: list[int], n: int, *, temperature: float, top_k, seed, eos_token_id):
     """Your generate's tokens; for a step 12 written to the online book, its generate_next_token in a
     loop (numpy's global generator seeded with --seed; the book has no top_k or eos)."""
-    from checker.step12 import follows_book
+    from checker.steps.step12 import follows_book
 
     if not follows_book(twelve):
         yield from twelve.generate(model, prompt_ids, n, temperature=temperature, top_k=top_k, seed=seed,
@@ -153,7 +153,7 @@ class _Text:
 def _compare(checkpoint, prompt: str, prompt_ids: list[int], ours: list[int], tokenizer, n: int) -> bool:
     import torch
 
-    from checker.reference import load_hf_model
+    from checker.references.reference import load_hf_model
 
     ids = torch.tensor([prompt_ids])
     out = load_hf_model(checkpoint).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
@@ -171,11 +171,11 @@ def _compare(checkpoint, prompt: str, prompt_ids: list[int], ours: list[int], to
 
 
 def _diagnose(eleven, checkpoint, error=None) -> None:
-    """Names the step whose piece differs from transformers, compiled as here (checker.compiled.diagnose)."""
-    from checker.compiled import diagnose
-    from checker.deps import used_modules
-    from checker.reference import activations
-    from checker.runner import StepRun
+    """Names the step whose piece differs from transformers, compiled as here (checker.diagnosis.compiled.diagnose)."""
+    from checker.diagnosis.compiled import diagnose
+    from checker.harness.deps import used_modules
+    from checker.references.reference import activations
+    from checker.harness.runner import StepRun
 
     print("\nLooking for the step: each of your steps' pieces compiled alone, as here, and compared with "
           "transformers (~15 s a piece the first time)...", flush=True)
@@ -196,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import checker  # noqa: F401  (MAX's executor setting)
-    from checker.compiled import compile_gpt2, load_gpt2
+    from checker.diagnosis.compiled import compile_gpt2, load_gpt2
     from checker.warmup import quiet_max_logs
-    from checker.learner import LearnerError, call
-    from checker.step12 import tokenizer_of
-    from checker.weights import checkpoint_for_command
+    from checker.running.learner import LearnerError, call
+    from checker.steps.step12 import tokenizer_of
+    from checker.references.weights import checkpoint_for_command
 
     quiet_max_logs()
     if (checkpoint := checkpoint_for_command()) is None:
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     thirteen = _with_cache(args.solutions, checkpoint)
     cached = None
     if thirteen is not None:
-        from checker.step13 import compile_with_cache
+        from checker.diagnosis.compiled import compile_with_cache
 
         try:
             cached = call(lambda: compile_with_cache(thirteen.GPT2WithCache(loaded), checkpoint.learner_config()),
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             ours_kernel, kernel_seconds = _timed_tokens(with_kernel, _Text(lambda ids: decode(tokenizer, ids),
                                                                           prompt_ids), True)
     except Exception as e:  # the learner's generate, generate_with_cache or decode
-        from checker.learner import explain
+        from checker.running.learner import explain
 
         print(f"\n\nYour generate failed: {explain(e)}", file=sys.stderr)
         return 1

@@ -104,7 +104,7 @@ def _models(folder: Path, config):
 def _kernel_run(model, config, run):
     """Solution 15's decode: the prompt through `run` (step 13's graph), each one-position step through
     the Mojo kernel (GPT2WithKernel, compiled for one position)."""
-    from checker.step15 import compile_decode, prefill_then_decode
+    from checker.steps.step15 import compile_decode, prefill_then_decode
     from solutions.solution_15 import GPT2WithKernel
 
     started = time.perf_counter()
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         return checks()
     if args.serve:
         from bench import serve
-        from checker.weights import checkpoint_for_command
+        from checker.references.weights import checkpoint_for_command
 
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                           serve.TINY if args.tiny else serve.FULL)
 
     import checker  # noqa: F401  (MAX's executor setting)
-    from checker.weights import learner_config
+    from checker.references.weights import learner_config
 
     plan = TINY if args.tiny else FULL
     if args.repeats:
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.tiny:
             folder, model = _hf_tiny(Path(tmp)), f"tiny GPT-2 ({TINY_CONFIG['n_layer']} layers, width {TINY_CONFIG['n_embd']})"
         else:
-            from checker.weights import checkpoint_for_command
+            from checker.references.weights import checkpoint_for_command
 
             if (checkpoint := checkpoint_for_command()) is None:
                 return 2

@@ -11,7 +11,7 @@ references yet:
   warm    the same command again
   edited  after the step's own file is saved again with a change (a comment
           added): the step is checked anew, the earlier steps it uses come
-          from the verdict cache (checker.verdicts)
+          from the verdict cache (checker.harness.verdicts)
 
 and prints a Markdown table.
 """
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from checker.paths import REPO, finished_step
-from checker.registry import CHECKS
+from checker import registry
 
 
 def _timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
@@ -41,10 +41,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
-        for step in CHECKS:
+        for step in registry.steps():
             (clone / "steps" / f"step_{step}.py").write_text(finished_step(step))
         env = dict(os.environ) | {"MODULAR_DERIVED_PATH": str(Path(tmp) / "modular"), "GPT2_WEIGHTS": "synthetic"}
-        for step in sorted(CHECKS):
+        for step in sorted(registry.steps()):
             first = _timed([step], env, clone)
             warm = _timed([step], env, clone)
             path = clone / "steps" / f"step_{step}.py"

@@ -2,7 +2,7 @@
 
 The model exists once, in solutions/solution_13.py: GPT2WithCache wraps the
 loaded step 11 model and reads and grows a KV cache, and
-`checker.step13.compile_with_cache` compiles it as `pixi run gpt2` runs it,
+`checker.diagnosis.compiled.compile_with_cache` compiles it as `pixi run gpt2` runs it,
 with the batch, the new length and the cache length symbolic. This module
 only drives it:
 
@@ -20,7 +20,7 @@ import numpy as np
 
 def compile_with_cache(model, config) -> Callable:
     """`model` (a loaded GPT2LMHeadModel) with solution 13's cache, compiled: run(ids, *cache) -> (logits, *cache)."""
-    from checker.step13 import compile_with_cache as compile_module
+    from checker.diagnosis.compiled import compile_with_cache as compile_module
     from solutions.solution_13 import GPT2WithCache
 
     return compile_module(GPT2WithCache(model), config)

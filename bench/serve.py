@@ -2,7 +2,7 @@
 transformers' own batched generation on the same checkpoint, the same prompts and the same CPU threads.
 
     served        solution 14 (the paged KV cache around solution 11's model) behind `max serve`
-                  (checker/server.py starts it); every request streams from /v1/completions, greedy,
+                  (checker/running/server.py starts it); every request streams from /v1/completions, greedy,
                   `ignore_eos`, its prompt sent as token ids so that every request has exactly
                   the same number of prompt tokens and of new ones (the server's usage says so)
     transformers  GPT2LMHeadModel.generate on the same prompts, `streams` of them in one batch, greedy,
@@ -13,7 +13,7 @@ or run as `rounds` batches of S (transformers), after one warm-up round:
   tokens/s        every new token of every request / the wall time from the first send to the last token
   TTFT            time to first token: the request sent -> its first token back (p50)
   per-token       the time between a request's successive tokens (p50, p99 over every gap)
-The same tokens: every request's text equals transformers' greedy ids decoded (checker.step14.same_text),
+The same tokens: every request's text equals transformers' greedy ids decoded (checker.steps.step14.same_text),
 the argmax taken over the tokenizer's ids as max serve's sampler does (the stand-ins' tokenizers are
 smaller than the model), and the server's usage counts every new token asked for.
 
@@ -123,7 +123,7 @@ def transformers_level(model, vocab: int, batches: list[list[list[int]]], new_to
 
 
 async def _request(client, prompt: list[int], new_tokens: int) -> Run:
-    from checker.server import MODEL
+    from checker.running.server import MODEL
 
     sent, times, text, tokens = time.perf_counter(), [], [], 0
     stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=new_tokens, temperature=0,
@@ -164,13 +164,13 @@ def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: 
 
 
 def measure(checkpoint, load: Load = FULL) -> dict:
-    """Every figure of the serving bench for `checkpoint` (a checker.weights.Checkpoint)."""
+    """Every figure of the serving bench for `checkpoint` (a checker.references.weights.Checkpoint)."""
     import torch
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
     from checker.paths import REPO
-    from checker.server import Server
-    from checker.step14 import same_text
+    from checker.running.server import Server
+    from checker.steps.step14 import same_text
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])

@@ -51,8 +51,8 @@ def decode_variants(checkpoint) -> None:
 
     from bench.kernel import linears_on_kernel, matvec
     from bench.kv_cache import greedy
-    from checker.step11 import stored_tensors
-    from checker.step13 import compile_with_cache
+    from checker.steps.step11 import stored_tensors
+    from checker.diagnosis.compiled import compile_with_cache
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
     from solutions.solution_13 import GPT2WithCache
 
@@ -132,7 +132,7 @@ def layouts(config, repeats: int = 30) -> None:
 def main() -> int:
     import checker  # noqa: F401  (MAX's executor setting)
     from bench.__main__ import cpu
-    from checker.weights import checkpoint_for_command
+    from checker.references.weights import checkpoint_for_command
 
     if (checkpoint := checkpoint_for_command()) is None:
         return 2

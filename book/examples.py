@@ -1,7 +1,7 @@
 """The book's worked examples: small enough to follow by hand, computed when the book is built.
 
 `<!-- example NN -->` in a step's page becomes `example(NN)`: the numbers are
-printed by numpy from the same formulas the checks use (checker/*_np.py), so
+printed by numpy from the same formulas the checks use (checker/references/*_np.py), so
 a page can never show numbers that its code would not give.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from checker import attention_np, gpt2_np
-from checker.step02 import mask as causal_mask
+from checker.references import attention_np
+from checker.references import gpt2_np
+from checker.steps.step02 import mask as causal_mask
 
 
 def _matrix(a: np.ndarray, digits: int = 2, rows: list[str] | None = None, cols: list[str] | None = None) -> str:

@@ -183,7 +183,7 @@ def parameters(path: Path) -> None:
 
 def layer_norm(path: Path) -> None:
     """Step 03: one token's channels before and after LayerNorm (weight 1, bias 0)."""
-    from checker import gpt2_np
+    from checker.references import gpt2_np
 
     plt = _pyplot()
     x = np.random.default_rng(3).normal(2.0, 3.0, size=48)
@@ -200,7 +200,7 @@ def layer_norm(path: Path) -> None:
 
 def activations(path: Path) -> None:
     """Step 04: GPT-2's GELU (tanh) against the exact GELU and ReLU."""
-    from checker import gpt2_np
+    from checker.references import gpt2_np
 
     plt = _pyplot()
     t = np.linspace(-4, 3, 300)
@@ -233,7 +233,7 @@ def lookup(path: Path, picked: list[int], rows: int, what: str) -> None:
 
 def sampling(path: Path) -> None:
     """Step 12: one set of logits, sampled at three temperatures and with top_k."""
-    from checker.attention_np import softmax
+    from checker.references.attention_np import softmax
 
     plt = _pyplot()
     z = np.array([2.0, 1.0, 0.5, -1.0, -1.5])
@@ -282,7 +282,7 @@ def kv_cache_cost(path: Path, prompt: int = 10, new: int = 20) -> None:
 def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
     """Step 13: the [T, P+T] mask's values, its columns for the cached keys and for the new ones outlined
     (how to build it is the page's folded question, not the figure's)."""
-    from checker.step02 import mask
+    from checker.steps.step02 import mask
 
     plt = _pyplot()
     full = np.concatenate([np.zeros((T, P)), mask(T, 0)], axis=1)
@@ -319,7 +319,7 @@ def page_tables(lengths: list[int], page: int) -> list[list[int]]:
 def paged_batch(path: Path, page: int = 4) -> None:
     """Step 14: the worked example's ragged batch (rows by request) over the paged cache, each request's
     cached positions and the slots its new rows are written to (positions themselves are the exercise)."""
-    from checker.step14 import CACHED, OFFSETS
+    from checker.steps.step14 import CACHED, OFFSETS
 
     plt = _pyplot()
     colors = ["#1a73e8", "#e8710a", "#188038", "#a142f4"]

@@ -1,18 +1,16 @@
-"""The course's check machinery: weights, references, diagnosis and reports.
+"""The course's checks, each concern a package, imports going only down (pyproject.toml's
+import-linter contracts, run by tests/test_imports.py):
 
-Each step's check lives in `checker/stepNN.py` and is run with
-`python -m checker NN` (the `pixi run sNN` tasks). The pieces they share:
-
-- `paths`, `registry`   where things are; which module checks which step
-- `weights`, `synthetic` find, download, verify or generate a GPT-2 checkpoint
-- `reference`           Hugging Face outputs, computed once and cached on disk
-- `learner`             imports a learner's step file and runs its code safely
-- `runner`, `loading`   a step's parts; GPT-2's weights into the learner's modules
-- `compare`             numbers against references, and the naming of known mistakes
-- `attention_np`, `gpt2_np`, `block_np`   what each known mistake computes, in numpy
-- `deps`                the learner's earlier steps that a step uses, and their verdicts
-- `report`              the per-part verdict lines and the exit code
-- `warmup`, `compiled`   kernel compiles ahead of time, whole-model graphs
+- on top, the commands: `__main__` (python -m checker NN, the `pixi run sNN` tasks), `watch`,
+  `progress`, `reset`, `catalogue`, `hints` (--hint, --solution), `warmup`, `weights`, `max_bugs`
+- `steps/`       each step's check, `stepNN.py`, and the adapters for the online book's layouts;
+                 each registers itself (its check, mistakes, names it reads, compiled probe)
+- `harness/`     running a step's check: its parts and report, earlier steps, layouts, cached verdicts
+- `diagnosis/`   which sub-part is wrong (localise); which piece changes when compiled (compiled)
+- `reporting/`   numbers against references (compare); the verdict lines and exit code (report)
+- `running/`     the learner's code run safely: import, time limits, MAX errors, weights into modules
+- `references/`  checkpoints and stand-ins, Hugging Face's outputs, the numpy GPT-2 of known mistakes
+- `registry`     what the steps registered; `paths` where things are
 """
 
 import os as _os

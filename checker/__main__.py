@@ -56,14 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     step = args.step.zfill(2)
-    from checker.registry import CHECKS, prepare
+    import checker.steps  # noqa: F401  (each step registers its check)
+    from checker import registry
+    from checker.harness.runner import prepare
 
-    if step not in CHECKS:
-        parser.error(f"no check for step {step} yet (have: {', '.join(sorted(CHECKS))})")
+    if step not in registry.steps():
+        parser.error(f"no check for step {step} yet (have: {', '.join(registry.steps())})")
 
-    from checker import layout, paths, warmup
-    from checker.report import use_color
-    from checker.weights import WeightsError, find_checkpoint
+    from checker.harness import layout
+    from checker import paths
+    from checker import warmup
+    from checker.reporting.report import use_color
+    from checker.references.weights import WeightsError, find_checkpoint
 
     path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.check_solution))
     number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
@@ -78,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except WeightsError as e:
         print(f"Weights problem: {e}", file=sys.stderr)
         return 2
-    from checker import verdicts
+    from checker.harness import verdicts
 
     verdicts.store(step, path, checkpoint, report)
     print(report.render(color=use_color()))
@@ -92,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
     """`--explore` (step 07): the equivalences of explore/equivalence.py, on the checked file."""
-    from checker.learner import LearnerError, call, import_step
-    from checker.reference import activations
+    from checker.running.learner import LearnerError, call, import_step
+    from checker.references.reference import activations
     from explore.equivalence import explore
 
     if step != "07":
@@ -148,7 +152,7 @@ def _missing_packages() -> list[str]:
 def _help(step: str, report, hint: bool) -> str:
     """The next hint, or the reference code, for the report's first part that does not pass."""
     from checker import hints
-    from checker.report import PASS
+    from checker.reporting.report import PASS
 
     part = next((p for p in report.parts if p.status != PASS), None)
     if part is None:

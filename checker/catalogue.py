@@ -3,7 +3,7 @@
     python -m checker.catalogue        all steps, as Markdown
     python -m checker.catalogue 07     one step
 
-Each step's check module lists its mistakes in CATALOGUE; the mutation tests
+Each step's check registers its mistakes (checker.registry); the mutation tests
 (tests/test_catalogue.py) inject each one into a copy of the solution and
 require the check to fail and to name it.
 """
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from checker.compare import Mistake
-from checker.registry import CHECKS, check_module
+from checker.reporting.compare import Mistake
+import checker.steps  # noqa: F401  (each step registers its check)
+from checker import registry
 
 
 def catalogue(step: str) -> list[Mistake]:
-    return check_module(step).CATALOGUE
+    return registry.step(step).catalogue
 
 
 def markdown(steps) -> str:
@@ -32,4 +33,4 @@ def markdown(steps) -> str:
 
 
 if __name__ == "__main__":
-    print(markdown([a.zfill(2) for a in sys.argv[1:]] or list(CHECKS)))
+    print(markdown([a.zfill(2) for a in sys.argv[1:]] or list(registry.steps())))

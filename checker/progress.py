@@ -2,7 +2,7 @@
 
     python -m checker.progress
 
-Each step's verdict comes from the cache (checker.verdicts) while neither its
+Each step's verdict comes from the cache (checker.harness.verdicts) while neither its
 file nor the steps it uses nor the checks changed; otherwise its check runs
 now and is cached. A step is "not started" while every part of its own is
 still a TODO.
@@ -13,10 +13,11 @@ from __future__ import annotations
 import sys
 
 from checker.paths import step_file
-from checker.registry import CHECKS
-from checker.report import PASS, TODO
+import checker.steps  # noqa: F401  (each step registers its check)
+from checker import registry
+from checker.reporting.report import PASS, TODO
 
-STEPS = sorted(CHECKS)
+STEPS = list(registry.steps())
 OWN = lambda name: name not in ("earlier steps", "compiled")  # noqa: E731  (the parts a skeleton leaves TODO)
 
 
@@ -36,7 +37,7 @@ def status(entry: dict) -> tuple[str, str]:
 
 def statuses(checkpoint, *, run: bool = True, timeout: float = 300) -> dict[str, tuple[str, str] | None]:
     """Every step's status; with run=False, only the cached ones (None for the others)."""
-    from checker import verdicts
+    from checker.harness import verdicts
 
     found = {}
     for step in STEPS:
@@ -63,7 +64,7 @@ def table(found: dict[str, tuple[str, str] | None]) -> str:
 def main() -> int:
     import checker  # noqa: F401  (MAX's executor setting)
     from checker.warmup import quiet_max_logs
-    from checker.weights import checkpoint_for_command
+    from checker.references.weights import checkpoint_for_command
 
     quiet_max_logs()
     if (checkpoint := checkpoint_for_command()) is None:

@@ -1,26 +1,64 @@
-"""Which module checks which step: `python -m checker NN` runs `CHECKS[NN].check`, or, for a file of
-another layout of the steps, the check of the step it is (checker.layout).
+"""Which check checks which step: each step's module registers itself here, and the machinery
+reads what was registered; it never imports a step's module.
 
-Before the check, `prepare(step, checkpoint)` computes what it compares with
-(with torch, once; then cached): the module's own `prepare` where it has
-one, otherwise the shared activations of `checker.reference`.
+    import checker.steps           registers every step's check (one module per step in checker/steps/)
+    register(Step("07", check, CATALOGUE, reads=(...), probe=PROBE))
+    register(Adapter("12", ("encode_text", ...), check))   a check for files of another layout
+    steps()  -> {"01": Step, ...}  step("07") -> Step     adapters() -> [Adapter, ...]
+
+A new step's check is a new module in checker/steps/ that calls `register`; nothing else changes.
 """
 
-import importlib
-from types import ModuleType
+from __future__ import annotations
 
-CHECKS = {f"{n:02d}": f"checker.step{n:02d}" for n in range(1, 16)}
-
-
-def check_module(step: str) -> ModuleType:
-    return importlib.import_module(CHECKS[step])
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
-def prepare(step: str, checkpoint) -> None:
-    module = check_module(step)
-    if hasattr(module, "prepare"):
-        module.prepare(checkpoint)
+@dataclass(frozen=True)
+class Step:
+    """One step's check and what it lends the shared machinery."""
+
+    number: str  # "07"
+    check: Callable  # check(path, checkpoint, *, timeout) -> Report
+    catalogue: list  # the Mistakes its check can name (checker.catalogue)
+    reads: tuple[str, ...] = ()  # the names its check reads in a file: this course's and the online book's
+    prepare: Callable | None = None  # prepare(checkpoint): its references, computed before the check
+    probe: object = None  # its piece compiled alone (checker.diagnosis.compiled.Probe), for the diagnosis
+    compiles_in_check: bool = False  # its own check compiles its piece too (`pixi run sNN` names it)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A check beside a step's own, for files of another layout that define `reads`: checked as `step`."""
+
+    step: str
+    reads: tuple[str, ...]
+    check: Callable  # check(path, checkpoint, *, timeout) -> Report
+
+
+_STEPS: dict[str, Step] = {}
+_ADAPTERS: list[Adapter] = []
+
+
+def register(entry: Step | Adapter) -> None:
+    if isinstance(entry, Step):
+        _STEPS[entry.number] = entry
     else:
-        from checker.reference import activations
+        _ADAPTERS.append(entry)
 
-        activations(checkpoint)
+
+def steps() -> dict[str, Step]:
+    """Every registered step, in order of their numbers."""
+    if not _STEPS:
+        raise RuntimeError("no step checks are registered: import checker.steps first")
+    return dict(sorted(_STEPS.items()))
+
+
+def step(number: str) -> Step:
+    return steps()[number]
+
+
+def adapters() -> list[Adapter]:
+    steps()  # the same guard: adapters register with the steps
+    return list(_ADAPTERS)

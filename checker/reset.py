@@ -17,7 +17,8 @@ import sys
 import time
 
 from checker.paths import CACHE, REPO, shown, step_file
-from checker.registry import CHECKS
+import checker.steps  # noqa: F401  (each step registers its check)
+from checker import registry
 
 BACKUPS = CACHE / "backups"
 
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="revision", default="HEAD", help="git revision to take the skeleton from")
     args = parser.parse_args(argv)
     step = args.step.zfill(2)
-    if step not in CHECKS:
-        parser.error(f"no step {step} (have: {', '.join(sorted(CHECKS))})")
+    if step not in registry.steps():
+        parser.error(f"no step {step} (have: {', '.join(registry.steps())})")
     path = step_file(step)
     original = skeleton(step, args.revision)
     if original is None:

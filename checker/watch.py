@@ -4,7 +4,7 @@
 
 The screen shows that step's check, a progress bar, and what to run for a
 hint. When the step passes, it moves on to the next unfinished one. Verdicts
-come from the cache while nothing a step depends on changed (checker.verdicts),
+come from the cache while nothing a step depends on changed (checker.harness.verdicts),
 so only what you touched is checked again. Files are watched with watchdog
 (inotify on Linux), not by polling.
 """
@@ -53,7 +53,7 @@ class Saved:
 
 def first_unfinished(checkpoint) -> str | None:
     """The first step without a passing verdict in the cache (it may have none yet)."""
-    from checker import verdicts
+    from checker.harness import verdicts
 
     for step in ALL_STEPS:
         entry = verdicts.lookup(step, step_file(step), checkpoint)
@@ -64,7 +64,7 @@ def first_unfinished(checkpoint) -> str | None:
 
 def show(step: str, checkpoint, note: str) -> bool:
     """Clears the screen, checks `step` (its report straight to the terminal), shows the progress; True if it passes."""
-    from checker import verdicts
+    from checker.harness import verdicts
 
     print(CLEAR + f"pixi run watch: step {step}, checked again whenever you save a file in steps/ "
           f"(Ctrl-C stops).{' ' + note if note else ''}\n", flush=True)
@@ -80,7 +80,7 @@ def show(step: str, checkpoint, note: str) -> bool:
 
 def main() -> int:
     import checker  # noqa: F401  (MAX's executor setting)
-    from checker.weights import checkpoint_for_command
+    from checker.references.weights import checkpoint_for_command
 
     if (checkpoint := checkpoint_for_command()) is None:
         return 2

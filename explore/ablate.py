@@ -39,7 +39,7 @@ class Ablation:
     def __init__(self, model_cls, load_hf_weights, checkpoint, layer: int):
         from max.experimental import functional as F
 
-        from checker.step11 import stored_tensors
+        from checker.steps.step11 import stored_tensors
 
         self.tensors = stored_tensors(checkpoint)
         self.name = f"transformer.h.{layer}.attn.c_proj.weight"  # Conv1D: [in, out]; head h owns rows h*D..
@@ -107,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2
-    from checker.learner import LearnerError, call, import_step
+    from checker.running.learner import LearnerError, call, import_step
     from checker.paths import step_file
-    from checker.step12 import tokenizer_of
+    from checker.steps.step12 import tokenizer_of
 
     config = checkpoint.learner_config()
     ids = tokenizer_of(checkpoint).encode(args.text.read_text()).ids[: config.n_positions]

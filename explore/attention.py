@@ -22,7 +22,7 @@ OUT = Path("out")  # where figures and their JSON go by default (relative to the
 
 def checkpoint_and_layer(parser, layer: int):
     """The checkpoint for an exploration and a check of its --layer; None if there is no usable checkpoint."""
-    from checker.weights import checkpoint_for_command  # importing checker sets MAX's executor first
+    from checker.references.weights import checkpoint_for_command  # importing checker sets MAX's executor first
 
     checkpoint = checkpoint_for_command()
     if checkpoint is not None and not 0 <= layer < checkpoint.learner_config().n_layer:
@@ -37,7 +37,7 @@ def weights_note(checkpoint) -> str:
 
 def step07_class(solutions: bool):
     """GPT2MultiHeadAttention from the learner's step 07 (or the solution)."""
-    from checker.learner import import_step
+    from checker.running.learner import import_step
     from checker.paths import step_file
 
     return import_step(step_file("07", solution=solutions), "_explore_step07").GPT2MultiHeadAttention
@@ -47,7 +47,7 @@ def attention_module(cls, config, checkpoint, layer: int):
     """`cls(config)` with block `layer`'s attention weights loaded."""
     from max.experimental import functional as F
 
-    from checker.loading import hf_state
+    from checker.running.loading import hf_state
 
     with F.lazy():
         module = cls(config)
@@ -60,7 +60,7 @@ def layer_input(checkpoint, ids: list[int], layer: int) -> tuple[np.ndarray, np.
     """Hugging Face's ln_1 output at `layer` [1, T, C], and its attention weights there [H, T, T]."""
     import torch
 
-    from checker.reference import load_hf_model
+    from checker.references.reference import load_hf_model
 
     model = load_hf_model(checkpoint)
     seen = {}
@@ -97,7 +97,7 @@ def entropy(weights: np.ndarray) -> np.ndarray:
 
 def settings(checkpoint, **extra) -> dict:
     """What a figure's JSON records so a learner can cite and reproduce it."""
-    from checker.synthetic import SEED
+    from checker.references.synthetic import SEED
 
     return {
         "checkpoint": checkpoint.describe(),

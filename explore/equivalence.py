@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from checker import attention_np
+from checker.references import attention_np
 
 SINGLE_HEAD_TOL = 1e-5
 LOOP_TOL = 1e-10  # float64 against float64

@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2
-    from checker.learner import LearnerError, call
-    from checker.step12 import tokenizer_of
+    from checker.running.learner import LearnerError, call
+    from checker.steps.step12 import tokenizer_of
 
     config = checkpoint.learner_config()
     tokenizer = tokenizer_of(checkpoint)

@@ -15,8 +15,8 @@ import sys
 import time
 
 from checker.paths import shown, step_file
-from checker.server import MODEL, Server, ServerError
-from checker.weights import find_checkpoint
+from checker.running.server import MODEL, Server, ServerError
+from checker.references.weights import find_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:

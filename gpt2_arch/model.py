@@ -50,9 +50,9 @@ def learner_model(kv_params, checkpoint_dir: Path):
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
-    from checker.deps import used_modules
-    from checker.learner import LearnerError, import_step
-    from checker.weights import MODEL_FILE, learner_config
+    from checker.harness.deps import used_modules
+    from checker.running.learner import LearnerError, import_step
+    from checker.references.weights import MODEL_FILE, learner_config
 
     path = step14_file()
     fourteen = import_step(path, "_served_step14")

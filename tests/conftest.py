@@ -19,10 +19,11 @@ import pytest
 os.environ["GPT2_WEIGHTS"] = "synthetic"
 os.environ["GPT2_CHECK_SERVE"] = "0"  # step 14's served part: one server per session (tests/test_step14.py), not one per check
 
+import checker.steps  # noqa: E402, F401  (each step registers its check: checker.registry)
 from checker import warmup  # noqa: E402
-from checker.compare import CORRECT_MARGIN  # noqa: E402
+from checker.reporting.compare import CORRECT_MARGIN  # noqa: E402
 from checker.paths import REPO, finished_step  # noqa: E402
-from checker.weights import find_checkpoint  # noqa: E402
+from checker.references.weights import find_checkpoint  # noqa: E402
 
 
 STANDINS = ("synthetic", "scale")
@@ -35,7 +36,7 @@ def checkpoints():
     Under pytest-xdist each worker asks; a lock lets the first make everything while the others wait.
     """
     from checker.paths import CACHE
-    from checker.registry import prepare
+    from checker.harness.runner import prepare
 
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "tests.lock", "w") as lock:

@@ -3,7 +3,7 @@
 step -> {name: (text in solutions/solution_NN.py, what replaces it, words the failing part's
 lines must hold)}. No catalogued mistake computes these outputs, so the check cannot name
 one; `tests/test_localise.py` requires it to fail and to say which sub-part is wrong
-(checker/localise.py).
+(checker/diagnosis/localise.py).
 """
 
 _LN_RETURN = "return centered / F.sqrt(var + self.eps) * self.weight + self.bias"

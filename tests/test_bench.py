@@ -57,7 +57,7 @@ def test_weight_bytes_per_token_counts_what_a_decode_step_reads():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from bench.bandwidth import weight_bytes_per_token
-    from checker.weights import learner_config
+    from checker.references.weights import learner_config
 
     config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
     model = GPT2LMHeadModel(config)
@@ -141,7 +141,7 @@ def test_prompts_are_drawn_from_whole_characters():
     from transformers import AutoTokenizer
 
     from bench.serve import prompts, whole_characters
-    from checker.weights import find_checkpoint
+    from checker.references.weights import find_checkpoint
 
     tokenizer = AutoTokenizer.from_pretrained(find_checkpoint("synthetic").path)
     ids = whole_characters(tokenizer, len(tokenizer))

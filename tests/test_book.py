@@ -70,7 +70,7 @@ def test_worked_examples_are_computed_when_the_book_builds(tmp_path):
 def _defined() -> set[str]:
     """Every class, function, method and class field in the solutions, steps, checker, explore and gpt2.py."""
     names = set()
-    for path in [*REPO.glob("solutions/*.py"), *REPO.glob("checker/*.py"), *REPO.glob("explore/*.py"), REPO / "gpt2.py"]:
+    for path in [*REPO.glob("solutions/*.py"), *REPO.glob("checker/**/*.py"), *REPO.glob("explore/*.py"), REPO / "gpt2.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
                 names.add(node.name)

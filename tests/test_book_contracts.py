@@ -59,7 +59,7 @@ def test_old_max_names_are_resolved_and_the_change_is_said(book_reports):
 
 def test_the_books_mask_hint_is_named_with_its_context(write_step, checkpoint):
     """The book's step 02 hint, band_part(..., num_upper=0), ignores the cached tokens."""
-    from checker import step02
+    from checker.steps import step02
 
     source = (BOOK / "step_02.py").read_text().replace("num_upper=num_tokens", "num_upper=0")
     report = step02.check(write_step(source, "step_02.py"), checkpoint)
@@ -74,7 +74,7 @@ def test_the_books_mask_hint_is_named_with_its_context(write_step, checkpoint):
 ])
 def test_book_sampling_mistakes_are_named(write_step, checkpoint, wrong, mistake):
     """The book's sampler, with the temperature left out or multiplied, through the step 12 adapter."""
-    from checker import step12
+    from checker.steps import step12
 
     source = (BOOK / "step_12.py").read_text().replace("logits / Tensor.constant(temperature,", wrong)
     report = step12.check(write_step(source, "step_12.py"), checkpoint)
@@ -98,11 +98,11 @@ def test_gpt2_writes_with_a_book_learners_model(book_repo):
 ])
 def test_wrong_book_file_fails_through_its_adapter(write_step, checkpoint, step, old, new, part, mistake):
     """A mistake in a file written to the book is caught and named through the step's adapter."""
-    from checker.registry import check_module
+    from checker import registry
 
     source = (BOOK / f"step_{step}.py").read_text()
     assert source.count(old) == 1, old
-    report = check_module(step).check(write_step(source.replace(old, new), f"step_{step}.py"), checkpoint)
+    report = registry.step(step).check(write_step(source.replace(old, new), f"step_{step}.py"), checkpoint)
     text = report.render()
     assert "Contract: the online book's" in text, text
     found = next(p for p in report.parts if p.name == part)

@@ -24,7 +24,7 @@ LAYOUT = {
 
 def test_each_file_is_placed_by_what_it_defines():
     """The February files at their course steps; the course's and the January layout's files at their own."""
-    from checker.layout import place
+    from checker.harness.layout import place
 
     for number, (step, _) in LAYOUT.items():
         assert place(BOOK / f"step_{number}.py").step == step, number
@@ -35,7 +35,7 @@ def test_each_file_is_placed_by_what_it_defines():
 
 def test_a_file_of_another_steps_names_says_what_it_lacks(write_step):
     """Placed by its names, a file that lacks its own step's says so: here a step 07 whose class is misnamed."""
-    from checker.layout import place
+    from checker.harness.layout import place
 
     path = write_step("def causal_mask(n, t, *, dtype, device):\n    pass\n\n\nclass GPT2Attention:\n    pass\n")
     placed = place(path)
@@ -100,7 +100,7 @@ def _february_folder(tmp_path, number: str, old: str, new: str):
 def test_wrong_february_file_fails_with_a_numeric_diagnosis(tmp_path, checkpoint, number, old, new, part, mistake,
                                                              numbers):
     """A mistake in a February file is measured and named through the course step's check."""
-    from checker import layout
+    from checker.harness import layout
 
     path = _february_folder(tmp_path, number, old, new)
     report = layout.check(LAYOUT[number][0], path, checkpoint, timeout=300, number=number)
@@ -114,7 +114,7 @@ def test_wrong_february_file_fails_with_a_numeric_diagnosis(tmp_path, checkpoint
 def test_a_wrong_earlier_february_step_is_named_by_its_number(tmp_path, checkpoint):
     """A block (the book's step 06) over a wrong MLP (its step 02): the earlier steps part names
     step 02, the course's 04, and says to run pixi run s02; the block's own output fails on numbers."""
-    from checker import layout
+    from checker.harness import layout
 
     _february_folder(tmp_path, "02", 'F.gelu(hidden_states, approximate="tanh")', "F.relu(hidden_states)")
     report = layout.check("09", tmp_path / "step_06.py", checkpoint, timeout=300, number="06")
@@ -127,7 +127,7 @@ def test_a_wrong_earlier_february_step_is_named_by_its_number(tmp_path, checkpoi
 
 def test_a_book_sampler_without_normalising_is_named(tmp_path, checkpoint):
     """The page's sampler as written: float32 probabilities that np.random.choice refuses, named."""
-    from checker import layout
+    from checker.harness import layout
 
     path = _february_folder(tmp_path, "10", "            probs_np = probs_np / probs_np.sum()", "")
     report = layout.check("12", path, checkpoint, timeout=300, number="10")

@@ -12,22 +12,22 @@ import pytest
 
 from checker.catalogue import catalogue
 from checker.paths import REPO
-from checker.registry import CHECKS, check_module
-from checker.report import PASS
+from checker import registry
+from checker.reporting.report import PASS
 from tests.conftest import KERNEL_STEP, STANDINS, kernel_source, mutate, solution_source, write_kernel_step
 from tests.injections import INJECTIONS
 
-CASES = [(step, mistake, standin) for step in CHECKS for mistake in INJECTIONS.get(step, {}) for standin in STANDINS]
+CASES = [(step, mistake, standin) for step in registry.steps() for mistake in INJECTIONS.get(step, {}) for standin in STANDINS]
 
 
-@pytest.mark.parametrize("step", CHECKS)
+@pytest.mark.parametrize("step", registry.steps())
 def test_every_catalogued_mistake_has_one_injection(step):
     ids = [m.id for m in catalogue(step)]
     assert len(ids) == len(set(ids)), f"step {step} names two mistakes alike"
     assert sorted(ids) == sorted(INJECTIONS.get(step, {})), "catalogue and injections disagree"
 
 
-@pytest.mark.parametrize("step", CHECKS)
+@pytest.mark.parametrize("step", registry.steps())
 def test_every_mistake_says_what_and_hints(step):
     for m in catalogue(step):
         assert m.says and m.hint and m.says != m.hint, m.id
@@ -40,7 +40,7 @@ def test_injected_mistake_is_caught_and_named(checkpoints, write_step, record_pr
         path = write_kernel_step(write_step("", "unused").parent, mutate(kernel_source(), old, new))
     else:
         path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
-    report = check_module(step).check(path, checkpoints[standin])
+    report = registry.step(step).check(path, checkpoints[standin])
     failing = [p for p in report.parts if p.status != PASS]
     named = bool(failing) and failing[0].mistake is not None and failing[0].mistake.id == mistake
     record_property("mutation", [step, mistake, standin, bool(failing), named])
@@ -56,6 +56,6 @@ def test_readme_table_matches_the_catalogue():
     (what this suite enforces: every case above must pass)."""
     readme = (REPO / "README.md").read_text()
     rows = dict(re.findall(r"^\| (\d\d) \| (\d+)(?: \| \2){4} \|$", readme, re.M))
-    assert rows == {step: str(len(catalogue(step))) for step in CHECKS}, rows
-    total = sum(len(catalogue(step)) for step in CHECKS)
+    assert rows == {step: str(len(catalogue(step))) for step in registry.steps()}, rows
+    total = sum(len(catalogue(step)) for step in registry.steps())
     assert re.search(rf"^\| all \| {total}(?: \| {total}){{4}} \|$", readme, re.M)

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from checker import verdicts
+from checker.harness import verdicts
 from checker.paths import finished_step
 from tests.conftest import mutate, run_python
 

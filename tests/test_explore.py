@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from checker.paths import REPO
-from checker.reference import activations
+from checker.references.reference import activations
 from explore import ablate, heads
 from explore.attention import entropy, step07_class
 from explore.equivalence import explore, head_counts
@@ -60,7 +60,7 @@ def test_equivalences_hold_for_the_solution(checkpoint):
 
 
 def test_equivalences_catch_a_wrong_module(checkpoint, write_step):
-    from checker.learner import import_step
+    from checker.running.learner import import_step
 
     path = write_step(mutate(solution_source("07"), *INJECTIONS["07"]["scale-sqrt-n-embd"]))
     ok, lines, _ = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint),

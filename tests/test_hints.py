@@ -8,14 +8,14 @@ import pytest
 
 from checker import hints
 from checker.paths import REPO
-from checker.registry import CHECKS, check_module
+from checker import registry
 from tests.conftest import mutate, run_python, solution_source
 from tests.injections import INJECTIONS
 
 
-@pytest.mark.parametrize("step", CHECKS)
+@pytest.mark.parametrize("step", registry.steps())
 def test_every_part_has_hints_and_its_reference(checkpoint, step):
-    report = check_module(step).check(REPO / "steps" / f"step_{step}.py", checkpoint)
+    report = registry.step(step).check(REPO / "steps" / f"step_{step}.py", checkpoint)
     for part in report.parts:
         assert len(hints.hints_for(step, part.name)) >= 3, f"fewer than 3 hints for step {step} part {part.name!r}"
         code = hints.reference_code(step, part.name)
@@ -74,7 +74,7 @@ def _solution_lines(code: str) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("step", CHECKS)
+@pytest.mark.parametrize("step", registry.steps())
 def test_hint_ladders_go_from_idea_to_api_to_code_without_the_solution(step):
     """Every part: at least three rungs; the first is the idea (no link), the second names the API with
     a link to its reference page (but for the earlier-steps part); no rung holds a whole solution line."""

@@ -2,14 +2,14 @@
 
 tests/held_out.py holds at least three per step whose parts have sub-parts; none of
 them is a catalogued mistake, so the check cannot name one: it must probe the
-learner's own pieces (checker/localise.py) and say where. The localisers run
+learner's own pieces (checker/diagnosis/localise.py) and say where. The localisers run
 on both stand-ins.
 """
 
 import pytest
 
-from checker.registry import check_module
-from checker.report import PASS
+from checker import registry
+from checker.reporting.report import PASS
 from tests.conftest import STANDINS, mutate, solution_source
 from tests.held_out import HELD_OUT
 
@@ -19,7 +19,7 @@ CASES = [(step, name, standin) for step, cases in HELD_OUT.items() for name in c
 @pytest.mark.parametrize("step, name, standin", CASES, ids=[f"{s}-{n}-{k}" for s, n, k in CASES])
 def test_uncatalogued_mistake_is_located(checkpoints, write_step, step, name, standin):
     old, new, says = HELD_OUT[step][name]
-    report = check_module(step).check(write_step(mutate(solution_source(step), old, new), f"step_{step}.py"),
+    report = registry.step(step).check(write_step(mutate(solution_source(step), old, new), f"step_{step}.py"),
                                       checkpoints[standin])
     failing = [p for p in report.parts if p.status != PASS]
     assert failing, f"the check passed {name!r}"

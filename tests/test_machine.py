@@ -7,9 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from checker import reference, weights
+from checker.references import reference
+from checker.references import weights
 from checker.__main__ import main
-from checker.weights import WeightsError
+from checker.references.weights import WeightsError
 from tests.breakage import MACHINE
 from tests.conftest import run_python
 

@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from checker.learner import _first_line
-from checker.registry import check_module
-from checker.report import PASS
-from checker.step12 import first_difference
+from checker.running.learner import _first_line
+from checker import registry
+from checker.reporting.report import PASS
+from checker.steps.step12 import first_difference
 from tests.conftest import STANDINS, mutate, solution_source
 
 
@@ -22,7 +22,7 @@ def _check(write_step, checkpoint, step: str, *edits: tuple[str, str]):
     source = solution_source(step)
     for old, new in edits:
         source = mutate(source, old, new)
-    report = check_module(step).check(write_step(source, f"step_{step}.py"), checkpoint)
+    report = registry.step(step).check(write_step(source, f"step_{step}.py"), checkpoint)
     assert not report.ok
     assert "Traceback" not in report.render()
     return report
@@ -153,7 +153,7 @@ def test_a_symbolic_dimension_where_an_int_is_needed_is_translated():
 
 def test_a_wide_axis_is_named_in_one_line():
     """Thousands of differing vocabulary entries: the first runs and the count, not a wall of numbers."""
-    from checker.compare import where_differs
+    from checker.reporting.compare import where_differs
 
     bad = np.zeros((2, 50257), bool)
     bad[0, ::37] = True
@@ -166,8 +166,8 @@ def test_a_wide_axis_is_named_in_one_line():
 def test_step14_a_request_near_the_tolerance_is_not_called_right():
     """A small error everywhere (a scale slightly off) leaves some requests within the tolerance: they
     are off too, and the per-request advice (rows, positions) must not be given."""
-    from checker import step14
-    from checker.compare import CORRECT_MARGIN, WHOLE_MODEL
+    from checker.steps import step14
+    from checker.reporting.compare import CORRECT_MARGIN, WHOLE_MODEL
 
     rng = np.random.default_rng(0)
     want = [rng.standard_normal((len(batch), 64)) for batch in step14.SCENARIO]

@@ -6,9 +6,18 @@ is proven in test_catalogue.py."""
 
 import pytest
 
-from checker import step03, step04, step05, step06, step08, step09, step10, step11, step12, step13
+from checker.steps import step03
+from checker.steps import step04
+from checker.steps import step05
+from checker.steps import step06
+from checker.steps import step08
+from checker.steps import step09
+from checker.steps import step10
+from checker.steps import step11
+from checker.steps import step12
+from checker.steps import step13
 from checker.paths import REPO
-from checker.report import FAIL, PASS, SKIP, TODO
+from checker.reporting.report import FAIL, PASS, SKIP, TODO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 
 CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11, "12": step12,

@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from checker.paths import REPO
-from checker.registry import check_module
+from checker import registry
 from tests.breakage import BREAKAGES, MACHINE, at_start, troubleshooting_rows
 from tests.conftest import run_python, solution_source
 
@@ -20,7 +20,7 @@ def test_broken_step_gets_a_clear_message(checkpoint, write_step, breakage, step
     source = breakage.edit(solution_source(step), step)
     path = write_step(source, f"step_{step}.py")
     timeout = LOOP_LIMIT if "infinite loop" in breakage.name else 300
-    report = check_module(step).check(path, checkpoint, timeout=timeout)
+    report = registry.step(step).check(path, checkpoint, timeout=timeout)
     text = report.render()
     assert report.ok == breakage.passes, text
     assert breakage.says in text, text

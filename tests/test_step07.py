@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from checker import step07
+from checker.steps import step07
 from checker.paths import REPO
-from checker.report import FAIL, PASS, SKIP, TODO
+from checker.reporting.report import FAIL, PASS, SKIP, TODO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, run_python, solution_source
 
 PARTS = ["construction", "_split_heads", "_merge_heads", "_attn", "forward", "compiled"]

@@ -6,11 +6,11 @@ import subprocess
 
 import pytest
 
-from checker import server as server_module
-from checker import step14
+from checker.running import server as server_module
+from checker.steps import step14
 from checker.paths import REPO
-from checker.report import FAIL, PASS, TODO
-from checker.server import Server, ServerError, free_port
+from checker.reporting.report import FAIL, PASS, TODO
+from checker.running.server import Server, ServerError, free_port
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 

@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from checker import step15
+from checker.steps import step15
 from checker.paths import REPO
-from checker.report import FAIL, PASS, TODO
+from checker.reporting.report import FAIL, PASS, TODO
 from tests.conftest import STANDINS, assert_passes_with_margin, kernel_source, mutate, write_kernel_step
 
 # The kernel's loop body as one task, one float at a time: what the skeleton suggests starting with.
@@ -81,7 +81,7 @@ def test_a_kernel_that_never_returns_is_stopped(checkpoints, tmp_path, monkeypat
 
 
 def _probe(path, cases, timeout):
-    from checker.mojo import run_probe
+    from checker.running.mojo import run_probe
 
     return run_probe(path, cases, timeout=timeout)
 

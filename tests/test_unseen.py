@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from checker.registry import check_module
-from checker.report import FAIL, Part, Report
+from checker import registry
+from checker.reporting.report import FAIL, Part, Report
 from tests.conftest import mutate, solution_source
 from tests.injections import INJECTIONS
 from tests.unseen import SUBPARTS, UNSEEN, Mutation
@@ -288,7 +288,7 @@ def test_judgement_rows_and_part_names():
 @pytest.mark.parametrize("m", UNSEEN, ids=[f"{m.step}-{m.name}" for m in UNSEEN])
 def test_unseen_mistake_is_placed(checkpoint, write_step, record_property, m):
     path = write_step(mutate(solution_source(m.step), m.old, m.new), f"step_{m.step}.py")
-    report = check_module(m.step).check(path, checkpoint)
+    report = registry.step(m.step).check(path, checkpoint)
     j = judge(report, m)
     record_property("unseen", [m.step, m.name, j.failed, j.all_right, j.placed, j.misleading])
     assert j.failed, f"the check passed a copy of the solution with {m.name} made"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.registry import CHECKS, check_module
+from checker import registry
 from checker.paths import REPO
 from tests.conftest import KERNEL_STEP, STANDINS, assert_passes_with_margin, mutate, solution_source
 from tests.styles import STYLES
@@ -20,7 +20,7 @@ EDITS = [(step, name) for step, styles in STYLES.items() for name in styles]
 @pytest.mark.parametrize("standin", STANDINS)
 @pytest.mark.parametrize("variant", FILES)
 def test_variant_file_passes(checkpoints, record_property, variant, standin):
-    report = check_module(variant[4:6]).check(VARIANTS / variant, checkpoints[standin])
+    report = registry.step(variant[4:6]).check(VARIANTS / variant, checkpoints[standin])
     assert_passes_with_margin(report, variant[4:6], standin, record_property)
 
 
@@ -31,11 +31,11 @@ def test_style_edit_passes(checkpoints, record_property, write_step, step, name,
     path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
     if step == KERNEL_STEP:  # the kernel's Mojo package beside it, unchanged
         shutil.copytree(REPO / "solutions" / "solution_15_kernel", path.parent / "solution_15_kernel")
-    report = check_module(step).check(path, checkpoints[standin])
+    report = registry.step(step).check(path, checkpoints[standin])
     assert_passes_with_margin(report, step, standin, record_property)
 
 
-@pytest.mark.parametrize("step", CHECKS)
+@pytest.mark.parametrize("step", registry.steps())
 def test_at_least_three_styles_per_step(step):
     count = sum(f[4:6] == step for f in FILES) + len(STYLES.get(step, {}))
     assert count >= 3, f"step {step} has {count} correct variants"

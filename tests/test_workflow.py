@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from checker import verdicts
+from checker.harness import verdicts
 from checker.paths import REPO
-from checker.registry import CHECKS
+from checker import registry
 from tests.conftest import _MOJO_ENV, run_python
 
 SKELETON = {step: (REPO / "steps" / f"step_{step}.py").read_text() for step in ("03", "04")}
@@ -67,7 +67,7 @@ def test_progress_shows_each_step(checkpoint, learner_repo):
     assert "| 03 | steps/step_03.py | pass |  |" in lines
     assert "| 04 | steps/step_04.py | not started | construction |" in lines
     assert "| 09 | steps/step_09.py | fail | earlier steps |" in lines
-    assert f"8/{len(CHECKS)} steps pass" in done.stdout  # 01-03, 05-08 and 12 (which drives the course's own model)
+    assert f"8/{len(registry.steps())} steps pass" in done.stdout  # 01-03, 05-08 and 12 (which drives the course's own model)
     assert "Next: pixi run s04" in done.stdout
     started = time.perf_counter()
     again = run_python("-m", "checker.progress", cwd=learner_repo, timeout=600)
@@ -140,8 +140,8 @@ def test_watch_rechecks_on_save_and_moves_on(checkpoint, learner_repo, tmux):
     command = f"cd {learner_repo} && env {unset} GPT2_WEIGHTS=synthetic {sys.executable} -m checker.watch"
     subprocess.run(["tmux", "new-session", "-d", "-s", tmux, "-x", "220", "-y", "60", command], check=True)
     screen = _until(tmux, "Stuck? pixi run s03 --hint")
-    assert "Step 03 · LayerNorm" in screen and "TODO" in screen and f"2/{len(CHECKS)} steps pass" in screen
+    assert "Step 03 · LayerNorm" in screen and "TODO" in screen and f"2/{len(registry.steps())} steps pass" in screen
     three.write_text(solution)  # the learner saves a finished step 03
     screen = _until(tmux, "Stuck? pixi run s04 --hint")
     assert "Step 03 passes: on to the next one." in screen and "Step 04 · GPT2MLP" in screen
-    assert f"3/{len(CHECKS)} steps pass" in screen
+    assert f"3/{len(registry.steps())} steps pass" in screen

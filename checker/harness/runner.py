@@ -1,0 +1,216 @@
+"""What every step's check does: import the learner's file, run each part,
+compare it with the reference, and collect the verdicts into a Report.
+
+A step's check module builds a `StepRun`, then calls `run_part` once per part
+with the learner's callable, its inputs and the reference output. Inputs that
+are numpy arrays become MAX tensors; the result must come back as a MAX tensor.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from checker.running import compat
+from checker.running import learner
+from checker.reporting.compare import ONE_LAYER, Tolerance, compare
+from checker.running.learner import LearnerError
+from checker import registry
+from checker.paths import shown
+from checker.running.loading import load_module
+from checker.running.tensors import tensor, to_numpy
+from checker.reporting.report import FAIL, PASS, SKIP, Part, Report
+from checker.references.weights import Checkpoint
+
+
+def mistake_outputs(mistakes, *inputs):
+    """Each mistake with its output on `inputs`, computed only when asked for (comparing stops at the
+    first that matches: a model's mistakes each cost a whole forward pass); one whose shapes cannot
+    compose is left out."""
+    for m in mistakes:
+        try:
+            out = m.compute(*inputs)
+        except ValueError:  # e.g. a split mistake that changes the shape, inside forward
+            continue
+        yield m, out
+
+
+def prepare(step: str, checkpoint: Checkpoint) -> None:
+    """What step `step`'s check compares with, computed now (with torch, once; then cached): the
+    step's own `prepare` where it registered one, otherwise the shared activations."""
+    from checker.references.reference import activations
+
+    (registry.step(step).prepare or activations)(checkpoint)
+
+
+class StepRun:
+    """One check of one step file: its parts, in order, and the report they make."""
+
+    def __init__(self, step: str, what: str, path: Path, checkpoint: Checkpoint, inputs: str,
+                 parts: list[str], *, timeout: float):
+        self.path, self.timeout, self.names = path, timeout, parts
+        self.report = Report(
+            title=f"Step {step} · {what} · {shown(path)}",
+            header=[f"Weights: {checkpoint.describe()}", f"Input:   {inputs}"],
+        )
+        self.step = step
+        self.limits_hit = learner.limits_hit()  # so finish() knows whether a time limit cut this check short
+        self.book = False  # the file follows the online book's contract for this step
+
+    def import_step(self) -> ModuleType | None:
+        """The learner's module, or None after recording why it did not import."""
+        from checker.harness.deps import used_steps
+
+        try:
+            module = learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}",
+                                         timeout=self.timeout)
+        except LearnerError as e:
+            self.add(Part.from_error(self.names[0], e))
+            return None
+        self.report.files = list(used_steps(module).values())
+        for path in [self.path, *self.report.files]:
+            lines = compat.advice(path)
+            if lines:
+                self.report.header.append(f"Imports: {path.name} was written for an earlier MAX or the online book's "
+                                          f"layout; the check resolved them. To run it outside the check: "
+                                          f"{'; '.join(lines)}")
+        return module
+
+    def need(self, module: ModuleType, name: str, book: tuple[str, str] | None = None):
+        """`module.name`, or None after recording that it is missing.
+
+        `book` = (name, description): what the online book's contract calls it; a file that defines
+        that instead is checked through the step's adapter, and the header says so.
+        """
+        found = getattr(module, name, None)
+        if found is None and book is not None and (found := getattr(module, book[0], None)) is not None:
+            self.contract(book[1])
+        elif found is None:
+            also = f" (nor {book[0]}, the online book's name)" if book else ""
+            self.add(Part(self.names[0], FAIL, f"{self.path.name} defines no {name}{also}"))
+        return found
+
+    def contract(self, description: str) -> None:
+        """Records that the file follows the online book's contract for this step (see each step's adapter)."""
+        from checker.harness.layout import book_number  # the February 2026 layout numbers its steps otherwise
+
+        self.book = True
+        self.report.header.append(f"Contract: the online book's step {book_number(self.path, self.step)}: "
+                                  f"{description}; checked on the same numbers")
+
+    def call(self, fn, *args, **kwargs):
+        return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)
+
+    def add(self, part: Part) -> Part:
+        self.report.parts.append(part)
+        return part
+
+    def run_part(self, name: str, fn, args, want: np.ndarray, axes: tuple[str, ...],
+                 mistakes=(), mistake_args=(), what: str | None = None,
+                 tol: Tolerance = ONE_LAYER, localise=None) -> Part:
+        """Calls `fn(*args)`, compares with `want`; mistakes are computed on the array args + mistake_args.
+
+        When the output is wrong and no mistake matches, `localise(got)` (see checker.diagnosis.localise) adds
+        lines saying which sub-part is wrong.
+        """
+        if fn is None:
+            return self.add(Part(name, FAIL, f"{what or name} is missing"))
+        try:
+            got = to_numpy(self.call(fn, *(tensor(a) if isinstance(a, np.ndarray) else a for a in args)),
+                           f"{what or name}()")
+        except LearnerError as e:
+            return self.add(Part.from_error(name, e))
+        verdict = compare(got, want, axes=axes, mistakes=[], tol=tol)
+        if not verdict.ok and mistakes:  # only now compute what each known mistake would give
+            inputs = [a.astype(np.float64) for a in args if isinstance(a, np.ndarray)]
+            outs = mistake_outputs(mistakes, *inputs, *mistake_args)
+            verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
+        part = Part.from_verdict(name, verdict)
+        if not verdict.ok and verdict.mistake is None and localise is not None and got.shape == want.shape:
+            from checker.diagnosis.localise import unplaced
+
+            try:
+                lines = localise(got)
+            except Exception:  # noqa: BLE001 - a probe that cannot run (the learner's code failing in it) adds nothing
+                lines = []
+            x = next((a for a in args if isinstance(a, np.ndarray)), None)
+            part.details += lines + unplaced(lines, got, want, x)
+        return self.add(part)
+
+    def construct(self, build, state: dict[str, np.ndarray], summary: str, *, try_forward):
+        """The learner's module from `build()`, with `state` loaded, after a PASS "construction" part.
+
+        On failure: a "construction" part saying what is wrong, TODO parts for
+        the rest if `try_forward(module)` shows they are not written either,
+        and None; the caller then finishes the report.
+        """
+        try:
+            module = load_module(self, build, state)
+        except LearnerError as e:
+            self.add(Part.from_error("construction", e))
+            after = self.names[self.names.index("construction") + 1:]
+            self.todo_only(after, lambda: try_forward(build()))
+            return None
+        self.add(Part("construction", PASS, summary))
+        return module
+
+    def compiled_part(self, learner_step: ModuleType, checkpoint: Checkpoint, refs: dict) -> Part:
+        """The step's piece compiled with symbolic dimensions, as `pixi run gpt2` compiles it.
+
+        Runs only once every part before it passes (a new graph takes ~15 s to
+        compile); otherwise the part is left to `finish` as skipped.
+        """
+        from checker.diagnosis.compiled import SYMBOLIC, probe
+
+        if any(p.status != PASS for p in self.report.parts):
+            return None
+        what = registry.step(self.step).probe.what
+        print(f"(compiling your {what} with a symbolic batch and length, as pixi run gpt2 does: "
+              "~15 s after a change, ~2 s when unchanged)", file=sys.stderr, flush=True)
+        try:
+            verdict = probe(self.step, learner_step, checkpoint, refs, self)
+        except LearnerError as e:
+            return self.add(Part("compiled", FAIL, f"your {what} cannot be compiled with a symbolic batch and "
+                                 f"length, as pixi run gpt2 compiles it: {e}", [SYMBOLIC]))
+        part = Part.from_verdict("compiled", verdict)
+        part.summary = f"symbolic batch and length, as pixi run gpt2 runs it: {part.summary}"
+        if not verdict.ok:
+            part.details.append(f"run op by op your {what} is right: what changes is how MAX compiles it")
+        return self.add(part)
+
+    def point_to_earlier_steps(self, part: Part) -> None:
+        """When `part` fails and so does the "earlier steps" part, repeat which step to fix first."""
+        earlier = self.report.parts[0]
+        if part.status != PASS and earlier.name == "earlier steps" and earlier.status != PASS:
+            # said first; the probes' lines would blame this part for what an earlier step does
+            own = [d for d in part.details if not d.startswith(("where", "these probes"))]
+            part.details = [*earlier.details, *own]
+
+    def todo_only(self, names: list[str], fn, *args) -> None:
+        """Records parts `names` as TODO if `fn(*args)` is not written yet; otherwise records nothing.
+
+        For a part that cannot be checked (its module did not load) but whose
+        TODO status is still worth telling. It runs lazily: nothing is computed
+        (a whole GPT-2's random initialisation would take seconds), only traced.
+        """
+        from max.experimental import functional as F
+
+        try:
+            with F.lazy():
+                self.call(fn, *args)
+        except LearnerError as e:
+            if e.todo:
+                for name in names:
+                    self.add(Part.from_error(name, e))
+
+    def finish(self, skipped_because: str = "") -> Report:
+        """The report, with any parts not reached marked as skipped."""
+        done = {p.name for p in self.report.parts}
+        self.report.parts += [Part(n, SKIP, skipped_because) for n in self.names if n not in done]
+        self.report.parts.sort(key=lambda p: self.names.index(p.name))
+        self.report.printed = learner.printed()
+        self.report.cut_short = learner.limits_hit() > self.limits_hit
+        return self.report

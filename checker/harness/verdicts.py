@@ -1,0 +1,88 @@
+"""Verdicts of step checks, cached by the content of the files they depend on.
+
+A check's verdict depends on the step file, the course's step files it imports
+(directly or through each other), the checker's own code and the checkpoint.
+Each verdict is stored with the sha256 of each of those; it is valid while
+they all still have it. So `pixi run progress` and the "earlier steps" part of
+steps 09-14 re-run a step only after something it depends on changed. A check
+that a time limit cut short (`--timeout`) is not kept: its verdict says how fast
+the code ran under that limit, not whether it is right.
+
+    .cache/verdicts.json   {"07 /abs/path/steps/step_07.py": {"files": {path: sha256}, "checker": sha256,
+                            "checkpoint": sha256, "ok": bool, "parts": [[name, status], ...]}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+from checker.paths import CACHE, REPO, save
+
+STORE = CACHE / "verdicts.json"
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+@cache
+def checker_sha() -> str:
+    """The checks' own code: a new version of the course invalidates every verdict."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "checker").glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _load() -> dict:
+    try:
+        return json.loads(STORE.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _key(step: str, path: Path) -> str:
+    return f"{step} {Path(path).resolve()}"
+
+
+def lookup(step: str, path: Path, checkpoint) -> dict | None:
+    """The stored verdict of `step` for the file at `path`, if nothing it depends on changed since."""
+    entry = _load().get(_key(step, path))
+    if not entry or entry["checker"] != checker_sha() or entry["checkpoint"] != checkpoint.sha256:
+        return None
+    if any(_sha(Path(f)) != sha for f, sha in entry["files"].items()):
+        return None
+    return entry
+
+
+def store(step: str, path: Path, checkpoint, report) -> dict:
+    """Records `report`'s verdict with the sha256 of every file it read (report.files); returns the entry
+    (with "cut_short": True, and not recorded, when a time limit stopped the check)."""
+    files = {str(Path(f).resolve()): _sha(Path(f)) for f in [path, *report.files]}
+    entry = {
+        "files": files, "checker": checker_sha(), "checkpoint": checkpoint.sha256, "ok": report.ok,
+        "parts": [[p.name, p.status] for p in report.parts],
+    }
+    if report.cut_short:
+        return {**entry, "cut_short": True}
+    entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
+    entries[_key(step, path)] = entry
+    save(STORE, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))  # read-only: recomputed each time
+    return entry
+
+
+def verdict(step: str, path: Path, checkpoint, *, timeout: float) -> dict:
+    """The cached verdict, or the check run now (and stored): the file checked as step `step`, through
+    the adapter for its layout where it has one (checker.harness.layout)."""
+    found = lookup(step, path, checkpoint)
+    if found is None:
+        from checker.harness import layout
+
+        found = store(step, path, checkpoint, layout.check(step, path, checkpoint, timeout=timeout))
+    return found

@@ -1,0 +1,119 @@
+"""Running a learner's Mojo kernel safely: in a child process, with its compile errors made short.
+
+A kernel indexes memory by hand, so a wrong index can crash the process that runs it (a read past a
+tensor's end), and a loop whose index never grows never returns. `run_probe` runs the learner's
+`matvec` (step 15) in a child Python on the check's cases and reads back what it computed, so a
+crash or a hang becomes a verdict instead of ending the check:
+
+    cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED
+    returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ)
+
+A compile error in the Mojo comes back as checker.running.learner.explain words it: the file, the line and
+Mojo's message with its source line, without the mojo command line and its warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from checker.running.learner import LearnerError
+from checker.paths import REPO
+
+SEED = 15
+NOT_WRITTEN = "not implemented yet"
+REPEATS = 3
+
+def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """x [N, K], w [M, K], b [M] (or None): standard normal float32, the same in parent and child."""
+    rng = np.random.default_rng([seed, n, k, m])
+    x = rng.standard_normal((n, k), dtype=np.float32)
+    w = rng.standard_normal((m, k), dtype=np.float32)
+    return x, w, rng.standard_normal(m, dtype=np.float32) if bias else None
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeout: float) -> dict[str, np.ndarray]:
+    """The learner's matvec (from step file `path`) on each case, REPEATS times, in a child process.
+    Raises LearnerError for what stopped it: a compile error, an exception, a crash, the time limit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec, out = Path(tmp) / "cases.json", Path(tmp) / "out.npz"
+        spec.write_text(json.dumps({"path": str(path), "cases": cases, "seed": SEED, "repeats": REPEATS}))
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        try:
+            done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)], capture_output=True,
+                                  text=True, timeout=timeout, env=env, cwd=REPO)
+        except subprocess.TimeoutExpired:
+            raise LearnerError(f"your kernel did not finish the {len(cases)} cases in {timeout:.0f} s (its build "
+                               "included): a loop whose index never reaches its end?") from None
+        error = Path(tmp) / "error.json"
+        if error.exists():
+            raise LearnerError(**json.loads(error.read_text()))
+        if done.returncode < 0:
+            running = Path(tmp) / "running.txt"  # the case the child had started
+            case = f" on {running.read_text()}" if running.exists() else ""
+            raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}){case}: "
+                               "a read or write outside a tensor. Check each index against the tensor's size: rows "
+                               "of w below M, columns below K, y's index below N * M")
+        if done.returncode != 0 or not out.exists():
+            tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
+            raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
+        with np.load(out) as data:
+            return {name: data[name] for name in data.files}
+
+
+def _child(spec_file: str, out_file: str) -> int:
+    """In the child: runs each case, saves {name: [R, N, M]}; an error goes to error.json."""
+    import checker  # noqa: F401  (MAX's executor setting)
+    from checker.running.learner import call, explain, import_step
+
+    spec = json.loads(Path(spec_file).read_text())
+    error = Path(out_file).with_name("error.json")
+
+    def record(e: LearnerError) -> int:
+        todo = e.todo or NOT_WRITTEN in str(e)  # the skeleton's kernel raises Error("step 15: not implemented yet ...")
+        error.write_text(json.dumps({"message": str(e), "todo": todo, "where": e.where}))
+        return 1
+
+    try:
+        from max.experimental.tensor import Tensor
+
+        step = import_step(Path(spec["path"]), "_probe_step15")
+        matvec = getattr(step, "matvec", None)
+        if matvec is None:
+            raise LearnerError(f"{Path(spec['path']).name} defines no matvec")
+        results = {}
+        for name, n, k, m, bias in spec["cases"]:
+            Path(out_file).with_name("running.txt").write_text(f"{name} (x [{n}, {k}], w [{m}, {k}])")
+            x, w, b = case_arrays(n, k, m, bias, spec["seed"])
+            args = [Tensor.from_dlpack(a) for a in (x, w, b) if a is not None]
+            runs = []
+            for _ in range(spec["repeats"]):
+                y = call(matvec, *args, timeout=0, checking=Path(spec["path"]))
+                if y is None:
+                    raise LearnerError("matvec() returned None: is a `return` missing?")
+                runs.append(np.from_dlpack(y).copy())
+            results[name] = np.stack(runs)
+    except LearnerError as e:
+        return record(e)
+    except Exception as e:  # noqa: BLE001 - inside MAX, before learner code
+        return record(explain(e))
+    np.savez(out_file, **results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(*sys.argv[1:3]))

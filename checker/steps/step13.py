@@ -1,0 +1,425 @@
+"""Step 13: the learner's KV cache, against Hugging Face's logits position by position.
+
+The learner's step 11 model, loaded with the learner's loader, is wrapped in
+their GPT2WithCache. Parts:
+
+  empty cache           empty_cache(config, 2): 2L tensors [2, H, 0, D], float32
+  attention with cache  attention_with_cache on block L of that model: the prompt (P=0, T=10), a
+                        chunk after a cache (P=7, T=3) and one token (P=9, T=1); the output and
+                        the grown keys and values against Hugging Face's
+  model with cache      GPT2WithCache run op by op: 7 tokens at once, then 3 more on their cache;
+                        the last position's logits and the cache's shapes
+  compiled              compiled as `pixi run gpt2` runs it (batch, length and cache length
+                        symbolic), at batch 2 and batch 1: the 10 check tokens at once, then
+                        EXTRA_TOKENS more one at a time, each step's logits against Hugging Face's
+  generate              generate_with_cache on the compiled model: generate's greedy ids; the prompt
+                        run once, then one position per token, the cache passed back
+  eos, seeded sampling  as step 12's generate, on a scripted model with a cache
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from checker.references.attention_np import merge_heads, softmax, split_heads
+from checker.references.block_np import Model
+from checker.reporting.compare import DECODE, WHOLE_MODEL, Mistake, compare
+from checker.diagnosis.compiled import compile_with_cache, diagnose, load_gpt2
+from checker.harness.deps import earlier_steps_part, used_modules
+from checker.running.learner import LearnerError
+from checker.running.loading import require_module
+from checker.references.reference import EXTRA_TOKENS, NEW_TOKENS, PROMPT, activations, greedy_continuation, long_sequences
+from checker.reporting.report import FAIL, PASS, Part, Report
+from checker.harness.runner import StepRun
+from checker.running.tensors import int_tensor, tensor, to_numpy
+from checker.steps.step12 import ScriptedModel, eos_part, first_difference, seeded_part, tokenizer_of
+from checker.references.weights import Checkpoint
+from checker.registry import Step, register
+
+FUNCTIONS = ("empty_cache", "attention_with_cache", "GPT2WithCache", "generate_with_cache")
+GENERATE_PARTS = ["generate", "eos", "seeded sampling"]
+PARTS = ["earlier steps", "empty cache", "attention with cache", "model with cache", "compiled", *GENERATE_PARTS]
+CASES = ((0, 10), (7, 3), (9, 1))  # (cached positions P, new positions T) for the attention part
+SPLIT = 7  # the model part: this many tokens at once, then the rest of the check's 10 on their cache
+
+# --- what the attention computes, and its mistakes, in numpy ([B, H, T, D]; float64) -------------
+
+
+def _attention(x, past_key, past_value, p, H, *, mask: str = "right", order: str = "past-first"):
+    """attention_with_cache in numpy from Hugging Face's Conv1D parameters `p`: output, key, value.
+
+    mask:  "right" (every cached key, the new ones causally), "hide-cache" (no cached key),
+           "not-causal" (every key), "cache-last" (causal_mask(T, 0) on the first T keys, the
+           cached ones after it, as if the cache came last)
+    order: "past-first" (right) or "new-first" (the new keys concatenated before the cached)
+    """
+    qkv = x @ p["c_attn_weight"] + p["c_attn_bias"]
+    q, k, v = (split_heads(t, H) for t in np.split(qkv, 3, axis=-1))
+    pair = (past_key, k) if order == "past-first" else (k, past_key)
+    key = np.concatenate(pair, axis=-2)
+    value = np.concatenate((past_value, v) if order == "past-first" else (v, past_value), axis=-2)
+    T, P = x.shape[1], past_key.shape[-2]
+    future = np.triu(np.ones((T, T), dtype=bool), 1)
+    blocked = {"right": np.concatenate([np.zeros((T, P), bool), future], axis=1),
+               "hide-cache": np.concatenate([np.ones((T, P), bool), future], axis=1),
+               "not-causal": np.zeros((T, P + T), bool),
+               "cache-last": np.concatenate([future, np.zeros((T, P), bool)], axis=1)}[mask]
+    scores = np.where(blocked, -np.inf, q @ np.swapaxes(key, -1, -2) / np.sqrt(q.shape[-1]))
+    out = merge_heads(softmax(scores) @ value) @ p["c_proj_weight"] + p["c_proj_bias"]
+    return out, key, value
+
+
+SHARED_ACROSS_BATCH = Mistake(
+    "cache-shared-across-batch", "the cache has batch 1 whatever the batch: the sequences of a batch would share one",
+    "the cache's first axis is the batch: one [H, 0, D] cache per sequence")
+CACHE_NOT_APPENDED = Mistake(
+    "cache-not-appended", "the returned keys and values hold only the new positions: the cache was not grown",
+    "concatenate the cached keys (values) and the new ones along the positions axis, cached first, and return that")
+CACHE_AFTER_NEW = Mistake(
+    "cache-after-new", "the new keys and values were put before the cached ones",
+    "positions are in order in the cache: cached first, then the new ones",
+    lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, order="new-first"))  # (output, key, value)
+KV_SWAPPED = Mistake(
+    "cache-keys-values-swapped", "the keys were returned where the values go, and the values where the keys go",
+    "return (output, key, value): the model stores them in the cache as layer i's 2i-th and (2i+1)-th")
+OUTPUT_MISTAKES = [
+    Mistake("mask-hides-cache", "the new queries did not see the cached keys: the mask covers them",
+            "a new token may attend to every earlier token: the mask is 0 over all P cached keys",
+            lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, mask="hide-cache")[0]),
+    Mistake("mask-not-causal", "with the cache, the new positions saw each other's future: no causal mask",
+            "among the T new keys the mask is causal_mask(T, 0): query i sees new keys 0..i",
+            lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, mask="not-causal")[0]),
+    Mistake("mask-cache-last", "the mask's columns were laid out with the new keys first, the cached ones after",
+            "the keys are [cached, new]: the mask's columns too, [T, P] of zeros then causal_mask(T, 0)",
+            lambda x, pk, pv, p, H: _attention(x, pk, pv, p, H, mask="cache-last")[0]),
+]
+
+
+# --- the model's mistakes, from the numpy GPT-2 ---------------------------------------------------
+
+def _last_logits(model, ids, positions):
+    return (model().hidden(ids, positions=positions) @ model().wte.T.astype(np.float64))[:, -1]
+
+
+POSITIONS_NOT_OFFSET = Mistake(
+    "positions-not-offset", "the new tokens got positions 0, 1, ... instead of P, P+1, ...: wpe ignored the cache",
+    "the new tokens come after the P cached ones: wpe(T, P), P being the cache's length",
+    lambda model, ids: _last_logits(model, ids, np.r_[np.arange(SPLIT), np.arange(ids.shape[1] - SPLIT)]))
+CACHE_IGNORED = Mistake(
+    "cache-ignored", "the model did not read the cache: the new tokens attended only to each other",
+    "pass each block's cached keys and values to its attention: layer i's are cache[2i] and cache[2i+1]",
+    lambda model, ids: _last_logits(model, ids[:, SPLIT:], np.arange(SPLIT, ids.shape[1])))
+MODEL_MISTAKES = [POSITIONS_NOT_OFFSET, CACHE_IGNORED]
+MASK_NOT_SYMBOLIC = Mistake(
+    "mask-needs-int-past", "the mask cannot be built when the cache length is symbolic (step 02's band_part "
+    "needs num_tokens as a Python int; compiled, P is only known when the graph runs)",
+    "build the [T, P + T] mask from two pieces: zeros [T, P] for the cached keys, causal_mask(T, 0) for the new")
+PROMPT_BY_TOKEN = Mistake("prompt-one-by-one", "the prompt was fed one token at a time instead of all at once",
+                          "the first call gets the whole prompt [1, T] and an empty cache")
+RECOMPUTES = Mistake("generate-recomputes", "generate ran more than the new token after the prompt: the model "
+                     "computed earlier positions again", "after the prompt, feed only the newest token [1, 1]")
+CACHE_NOT_PASSED = Mistake("cache-not-passed-back", "the cache the model returned was not passed to the next call",
+                           "keep the returned cache (everything after the logits) and pass it in the next call")
+CATALOGUE = [SHARED_ACROSS_BATCH, CACHE_NOT_APPENDED, CACHE_AFTER_NEW, KV_SWAPPED, *OUTPUT_MISTAKES, *MODEL_MISTAKES, MASK_NOT_SYMBOLIC,
+             PROMPT_BY_TOKEN, RECOMPUTES, CACHE_NOT_PASSED]
+
+
+def prepare(checkpoint: Checkpoint) -> None:
+    activations(checkpoint)
+    long_sequences(checkpoint)
+    greedy_continuation(checkpoint, tokenizer_of(checkpoint).encode(PROMPT).ids)
+
+
+def _outputs(value, n: int, what: str) -> list[np.ndarray]:
+    """The n tensors `what` returned (a tuple or list), as float64 numpy, or a LearnerError."""
+    if not isinstance(value, (tuple, list)):
+        raise LearnerError(f"{what} returned {type(value).__name__}; return a tuple of {n} tensors")
+    if len(value) != n:
+        raise LearnerError(f"{what} returned {len(value)} values, expected {n}")
+    return [to_numpy(v, f"{what}'s value {i}") for i, v in enumerate(value)]
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    refs = activations(checkpoint)
+    config = checkpoint.learner_config()
+    run = StepRun("13", "KV cache", path, checkpoint,
+                  f"the check's 2 sequences x 10 tokens, then {EXTRA_TOKENS} more one at a time; float32, "
+                  f"logits {WHOLE_MODEL} (compiled, token by token: {DECODE})", PARTS, timeout=timeout)
+    step = run.import_step()
+    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
+    if not fns or None in fns.values():
+        return run.finish("needs " + ", ".join(FUNCTIONS))
+    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    run.add(_empty_cache_part(run, fns["empty_cache"], config))
+    model = _model(run, used_modules(step).get("11"), checkpoint)
+
+    def written(parts: list[str], fn) -> None:  # TODO parts for what is not written yet
+        run.todo_only([p for p in parts if p not in {q.name for q in run.report.parts}], fn)
+
+    generate_written = (GENERATE_PARTS, lambda: next(iter(fns["generate_with_cache"](None, config, [0], 1))))
+    if model is None:  # the pieces cannot run; say at least which are still TODO
+        written(["attention with cache"], lambda: fns["attention_with_cache"](None, None, None, None))
+        written(["model with cache"], lambda: fns["GPT2WithCache"](None)(None))
+        written(*generate_written)
+        return run.finish("needs your step 11 model loaded")
+    run.add(_attention_part(run, fns["attention_with_cache"], model.transformer.h[checkpoint.layer].attn, refs,
+                            config.n_head))
+    cached = None
+    try:
+        cached = require_module(run.call(fns["GPT2WithCache"], model))
+    except LearnerError as e:
+        run.add(Part.from_error("model with cache", e))
+    if cached is not None and all(p.status == PASS for p in run.report.parts[1:]):
+        run.add(_model_part(run, cached, fns["empty_cache"], config, checkpoint, refs))
+    elif cached is not None:
+        empty = [tensor(np.zeros((1, config.n_head, 0, config.n_embd // config.n_head)))] * (2 * config.n_layer)
+        written(["model with cache"], lambda: cached(int_tensor(refs["ids"][:1, :1]), *empty))
+    run.point_to_earlier_steps(run.report.parts[-1])
+    compiled = None
+    if all(p.status == PASS for p in run.report.parts):
+        compiled = _compiled_part(run, step, cached, fns["empty_cache"], config, checkpoint, refs)
+    if compiled is None:
+        written(*generate_written)
+        return run.finish("runs once the parts above pass")
+    _generate_parts(run, fns["generate_with_cache"], compiled, config, checkpoint)
+    return run.finish()
+
+
+def _model(run: StepRun, eleven, checkpoint: Checkpoint):
+    """The learner's step 11 model with the checkpoint loaded by their loader; None when it cannot be
+    (a FAIL part says why, unless the earlier-steps part already does)."""
+    if eleven is None:
+        run.add(Part("attention with cache", FAIL, "step 13 wraps your step 11 model: import GPT2LMHeadModel "
+                     "and load_hf_weights from steps.step_11"))
+        return None
+    try:
+        return run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
+    except LearnerError as e:
+        if run.report.parts[0].status == PASS:
+            run.add(Part("attention with cache", FAIL, f"your step 11 model could not be loaded: {e}"))
+        return None
+
+
+def _empty_cache_part(run: StepRun, empty_cache, config) -> Part:
+    name, B, D = "empty cache", 2, config.n_embd // config.n_head
+    want = [B, config.n_head, 0, D]
+    try:
+        cache = run.call(empty_cache, config, B)
+        arrays = _outputs(cache, 2 * config.n_layer, "empty_cache(config, 2)")
+    except LearnerError as e:
+        return Part.from_error(name, e)
+    wrong = next((a for a in arrays if list(a.shape) != want), None)
+    if wrong is None:
+        return Part(name, PASS, f"{2 * config.n_layer} tensors {want}, float32: keys and values of "
+                    f"{config.n_layer} layers", margin=0.0)
+    if list(wrong.shape) == [1, *want[1:]]:
+        return Part(name, FAIL, f"empty_cache(config, 2) gave {list(wrong.shape)}, expected {want}: every sequence of "
+                    "a batch needs its own cache", mistake=SHARED_ACROSS_BATCH)
+    return Part(name, FAIL, f"empty_cache(config, 2) gave {list(wrong.shape)}, expected {want} ([B, H, 0, D]: "
+                "batch, heads, no positions yet, head size)")
+
+
+def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int) -> Part:
+    """attention_with_cache on each of CASES, against Hugging Face's layer: output, then keys and values."""
+    name = "attention with cache"
+    p = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
+    verdicts = []
+    for P, T in CASES:
+        x, pk, pv = refs["ln_1"][:, P:P + T], refs["k"][:, :, :P], refs["v"][:, :, :P]
+        case = f"P={P} cached, T={T} new"
+        try:
+            out, key, value = _outputs(run.call(attention_with_cache, attn, tensor(x), tensor(pk), tensor(pv)), 3,
+                                       "attention_with_cache")
+        except LearnerError as e:
+            return Part.from_error(name, e) if e.todo else Part(name, FAIL, f"{case}: {e}")
+        want_k, want_v = refs["k"][:, :, :P + T], refs["v"][:, :, :P + T]
+        inputs = [a.astype(np.float64) for a in (x, pk, pv)] + [p, H]
+        axes = ("sequences", "heads", "positions", "")
+        if P and key.shape[-2] == T and want_k.shape[-2] == P + T:
+            return Part(name, FAIL, f"{case}: the keys returned have {T} positions, expected {P + T}",
+                        mistake=CACHE_NOT_APPENDED)
+        if key.shape == want_k.shape and compare(key, want_v, axes=axes, mistakes=[]).ok \
+                and compare(value, want_k, axes=axes, mistakes=[]).ok:
+            return Part(name, FAIL, f"{case}: the keys returned are the values", mistake=KV_SWAPPED)
+        for i, what, got, want in ((1, "keys", key, want_k), (2, "values", value, want_v)):
+            # mistakes are computed only when the comparison fails
+            v = compare(got, want, axes=axes, mistakes=((m, m.compute(*inputs)[i]) for m in [CACHE_AFTER_NEW]))
+            if not v.ok:
+                return Part(name, FAIL, f"{case}, the {what} returned: {v.summary}", v.details, v.mistake, v.margin)
+        v = compare(out, refs["attn"][:, P:P + T], axes=("sequences", "positions", ""),
+                    mistakes=((m, m.compute(*inputs)) for m in OUTPUT_MISTAKES))
+        if not v.ok:
+            return Part(name, FAIL, f"{case}, the output: {v.summary}", v.details, v.mistake, v.margin)
+        verdicts.append(v)
+    worst = max(verdicts, key=lambda v: v.margin or 0.0)
+    shown = ", ".join(f"P={P} T={T}" for P, T in CASES)
+    return Part(name, PASS, f"{shown}: output, keys and values; worst {worst.summary}", margin=worst.margin)
+
+
+def _step(fn, ids: np.ndarray, cache: list, n_layer: int, what: str) -> tuple[np.ndarray, list]:
+    """One call of a model with a cache: ids [B, T] -> (logits [B, V] as float64, the new cache)."""
+    out = fn(int_tensor(ids), *cache)
+    if not isinstance(out, (tuple, list)) or len(out) != 1 + 2 * n_layer:
+        got = f"{len(out)} values" if isinstance(out, (tuple, list)) else type(out).__name__
+        raise LearnerError(f"{what} returned {got}; expected (logits, *cache): 1 + {2 * n_layer} tensors")
+    return to_numpy(out[0], what), list(out[1:])
+
+
+def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoint, refs: dict) -> Part:
+    """SPLIT tokens at once, then the rest on their cache, run op by op: last-position logits and cache shapes."""
+    name, ids, L = "model with cache", refs["ids"], config.n_layer
+    B, T = ids.shape
+    try:
+        first, cache = run.call(_step, cached, ids[:, :SPLIT], run.call(empty_cache, config, B), L, "GPT2WithCache")
+        logits, cache = run.call(_step, cached, ids[:, SPLIT:], cache, L, "GPT2WithCache")
+    except LearnerError as e:
+        return Part.from_error(name, e)
+    V = refs["logits"].shape[-1]
+    for got, at in ((first, SPLIT - 1), (logits, T - 1)):
+        if got.ndim == 3:
+            return Part(name, FAIL, f"logits {list(got.shape)}, expected [{B}, {V}]: return only the last "
+                        "position's logits, [:, -1]: the next token's scores")
+    v = compare(first, refs["logits"][:, SPLIT - 1], axes=("sequences", ""), mistakes=[], tol=WHOLE_MODEL)
+    if not v.ok:
+        return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}", v.details, v.mistake, v.margin)
+    numpy_model = functools.cache(lambda: Model(checkpoint))
+    mistakes = ((m, m.compute(numpy_model, ids)) for m in MODEL_MISTAKES)
+    v = compare(logits, refs["logits"][:, T - 1], axes=("sequences", ""), mistakes=mistakes, tol=WHOLE_MODEL)
+    setting = f"{SPLIT} tokens at once, then {T - SPLIT} on their cache, op by op"
+    if not v.ok:
+        return Part(name, FAIL, f"{setting}, the last position's logits: {v.summary}", v.details, v.mistake, v.margin)
+    want_shape = [B, config.n_head, T, config.n_embd // config.n_head]
+    shapes = {tuple(int(d) for d in c.shape) for c in cache}
+    if shapes != {tuple(want_shape)}:
+        return Part(name, FAIL, f"after {SPLIT} + {T - SPLIT} tokens the cache holds {sorted(shapes)}, "
+                    f"expected {2 * L} tensors {want_shape}", mistake=CACHE_NOT_APPENDED)
+    return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
+
+
+def _compiled_part(run: StepRun, step, cached, empty_cache, config, checkpoint: Checkpoint, refs: dict):
+    """GPT2WithCache compiled with batch, length and cache length symbolic; returns the compiled model."""
+    long = long_sequences(checkpoint)
+    ids, want = long["ids"], long["logits"]
+    T = refs["ids"].shape[1]
+    print("(compiling your model with its cache into one graph, as pixi run gpt2 does: 1-3 min after a change "
+          "to its code, ~2 s when unchanged)", file=sys.stderr, flush=True)
+    try:
+        compiled = run.call(compile_with_cache, cached, config)
+    except LearnerError as e:
+        mistake = MASK_NOT_SYMBOLIC if "SymbolicDim" in str(e) and "band_part" in str(e) else None
+        run.add(Part("compiled", FAIL, f"your model with its cache cannot be compiled with a symbolic batch, length "
+                     f"and cache length, as pixi run gpt2 compiles it: {e}",
+                     [] if mistake else diagnose(used_modules(step), checkpoint, refs, run, e), mistake))
+        return None
+    verdicts = []
+    for rows in (slice(0, 2), slice(1, 2)):  # batch 2, then the second sequence alone
+        part_ids = ids[rows]
+        try:
+            steps = [run.call(_step, compiled, part_ids[:, :T], run.call(empty_cache, config, part_ids.shape[0]),
+                              config.n_layer, "the compiled GPT2WithCache")]
+            for i in range(T, ids.shape[1]):
+                steps.append(run.call(_step, compiled, part_ids[:, i:i + 1], steps[-1][1], config.n_layer,
+                                      "the compiled GPT2WithCache"))
+        except LearnerError as e:
+            run.add(Part("compiled", FAIL, f"batch {part_ids.shape[0]}: {e}"))
+            return None
+        got = np.stack([logits for logits, _ in steps], axis=1)  # [B, 1 + EXTRA_TOKENS, V]
+        verdicts.append(compare(got, want[rows, T - 1:], axes=("sequences", "steps (0 = the prompt)", ""),
+                                mistakes=[], tol=DECODE))
+    worst = max(verdicts, key=lambda v: (not v.ok, v.margin or 0.0))
+    summary = (f"batch 2 and 1: {T} tokens at once, then {EXTRA_TOKENS} one at a time, each step's logits; "
+               f"symbolic batch, length and cache length: {worst.summary}")
+    if not worst.ok:
+        run.add(Part("compiled", FAIL, summary, [*worst.details, "run op by op your model is right (the parts above "
+                     "pass): what changes is how MAX compiles it"], margin=worst.margin))
+        return None
+    run.add(Part("compiled", PASS, summary, margin=worst.margin))
+    return compiled
+
+
+class Recorder:
+    """Wraps a model with a cache, recording each call's (new positions T, cached positions P)."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def __call__(self, ids, *cache):
+        self.calls.append((int(ids.shape[-1]), int(cache[0].shape[-2]) if cache else -1))
+        return self.model(ids, *cache)
+
+
+class ScriptedCachedModel(ScriptedModel):
+    """Step 12's scripted logits behind a cached model's signature: (ids [1, T], *cache) ->
+    (logits [1, V], *cache grown by T positions of zeros)."""
+
+    def __call__(self, ids, *cache):
+        from max.experimental.tensor import Tensor
+
+        T, P = int(ids.shape[-1]), int(cache[0].shape[-2])
+        logits = np.from_dlpack(super().__call__(np.zeros((1, P + T))))[:, -1]  # [1, V]
+        grown = [Tensor.from_dlpack(np.zeros((*(int(d) for d in c.shape[:-2]), P + T, int(c.shape[-1])), np.float32))
+                 for c in cache]
+        return (Tensor.from_dlpack(np.ascontiguousarray(logits)), *grown)
+
+
+def _calls_problem(calls: list[tuple[int, int]], prompt_length: int) -> tuple[str, Mistake] | None:
+    """What is wrong with the sequence of (T, P) calls generate made, if anything."""
+    if calls[0] != (prompt_length, 0):
+        T, P = calls[0]
+        if T == 1:
+            return f"the first call got {T} token, expected the whole prompt ({prompt_length})", PROMPT_BY_TOKEN
+        return f"the first call got {T} tokens and a cache of {P}, expected {prompt_length} and 0", RECOMPUTES
+    for i, ((T, P), (t0, p0)) in enumerate(zip(calls[1:], calls), start=1):
+        if T != 1:
+            return f"call {i} got {T} tokens (cache {P}), expected 1", RECOMPUTES
+        if P != p0 + t0:
+            return f"call {i} got a cache of {P} positions, expected {p0 + t0}", CACHE_NOT_PASSED
+    return None
+
+
+def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpoint: Checkpoint) -> None:
+    tokenizer = tokenizer_of(checkpoint)
+    prompt = tokenizer.encode(PROMPT).ids
+    want = greedy_continuation(checkpoint, prompt)
+
+    def tokens(model, ids, n, **kw) -> list[int]:
+        def run_generate():
+            made = generate_with_cache(model, config, list(ids), n, **kw)
+            if made is None:
+                raise LearnerError("generate_with_cache returned None: it should `yield` each new token id")
+            return list(made)
+
+        return [int(t) for t in run.call(run_generate)]
+
+    recorder = Recorder(compiled)
+    try:
+        greedy = tokens(recorder, prompt, NEW_TOKENS)
+    except LearnerError as e:
+        run.add(Part.from_error("generate", e))
+        return
+    problem = _calls_problem(recorder.calls, len(prompt)) if recorder.calls else ("the model was never called", None)
+    if problem:
+        run.add(Part("generate", FAIL, f"{problem[0]} (calls as (new tokens, cached positions): "
+                     f"{recorder.calls[:4]}...)", mistake=problem[1]))
+    elif greedy != want:
+        run.add(Part("generate", FAIL, f"greedy on your compiled model with its cache: {first_difference(greedy, want)}"))
+    else:
+        run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the "
+                     f"prompt ({len(prompt)} tokens) once, then 1 position per call, {len(recorder.calls)} calls",
+                     margin=0.0))
+    loop_fails = run.report.parts[-1].status != PASS
+    for name, part in (("eos", lambda: eos_part(tokens, prompt, ScriptedCachedModel)),
+                       ("seeded sampling", lambda: seeded_part(tokens, prompt, ScriptedCachedModel))):
+        try:
+            added = run.add(part())
+        except LearnerError as e:
+            added = run.add(Part.from_error(name, e))
+        if loop_fails and added.status != PASS:  # the same loop: its failure may be this one's cause
+            added.details.append("generate_with_cache's loop fails the generate part: fix that first")
+
+
+register(Step("13", check, CATALOGUE, reads=('GPT2WithCache', 'generate_with_cache', 'attention_with_cache', 'empty_cache'), prepare=prepare))

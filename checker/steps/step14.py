@@ -1,0 +1,460 @@
+"""Step 14: the learner's served model, against Hugging Face, batch by batch and then by real requests.
+
+Parts:
+
+  earlier steps     the steps this file uses pass their own checks
+  ragged positions  ragged_positions on a batch of prompts and decodes (offsets [0, 5, 6, 10, 11],
+                    cached [0, 7, 0, 3]): each row's position, exactly
+  paged model       GPT2Paged (first PAGED_LAYERS blocks), compiled as max serve compiles it, run on
+                    MAX's paged KV cache through SCENARIO: requests of different lengths, prefill and
+                    decode in one batch, a request sitting a batch out; each request's logits at each
+                    batch against Hugging Face's at the same position
+  served            the whole model under a real `max serve` on 127.0.0.1: greedy completions of
+                    PROMPTS equal transformers' greedy ids, streaming the same tokens in order,
+                    CONCURRENT requests at once each its single-request answer, a request past
+                    n_positions and one with invalid parameters answered 4xx while serving goes on
+
+A mistake is named only when the learner's output equals what it computes: Hugging Face run on the
+same batches with the mistake's positions, last rows or attention scale (see MISTAKES).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from checker.reporting.compare import CORRECT_MARGIN, EXACT, WHOLE_MODEL, Mistake, compare
+from checker.harness.deps import earlier_steps_part, used_modules
+from checker.running.learner import LearnerError
+from checker.reporting.report import FAIL, PASS, Part, Report
+from checker.harness.runner import StepRun
+from checker.references.weights import Checkpoint
+from checker.registry import Step, register
+
+FUNCTIONS = ("ragged_positions", "paged_attention", "GPT2Paged")
+PARTS = ["earlier steps", "ragged positions", "paged model", "served"]
+PAGED_LAYERS = 2  # blocks compiled for the paged-model part: two tell layer 0's cache pages from layer 1's
+PAGE_SIZE = 16
+
+# The positions part's batch: 4 requests, new rows 5, 1, 4, 1, cached 0, 7, 0, 3.
+OFFSETS = np.array([0, 5, 6, 10, 11], dtype=np.uint32)
+CACHED = np.array([0, 7, 0, 3], dtype=np.uint32)
+
+# The paged-model part's batches: (request, new tokens) in batch order.
+SCENARIO = [
+    [("A", 5), ("B", 3), ("C", 7)],  # three prompts
+    [("C", 1), ("A", 1), ("D", 4)],  # two decodes, and a prompt arriving
+    [("B", 1), ("D", 1), ("A", 1), ("C", 1)],  # B back after sitting a batch out
+]
+PROMPTS = ["Hello world, this is", "The model", "A longer prompt for the server, with more tokens in it"]
+NEW_TOKENS = 8
+CONCURRENT = 8
+
+
+# --- what ragged_positions and the model compute, and their mistakes --------------------------------
+
+
+def positions(offsets: np.ndarray, cached: np.ndarray, rule: str = "right") -> np.ndarray:
+    """Each row's position. rule: "right"; "not-offset" (the cache ignored: 0, 1, ... per request);
+    "batch-rows" (the row's index in the whole batch, plus its request's cache)."""
+    offsets, cached = offsets.astype(np.int64), cached.astype(np.int64)
+    owner = np.repeat(np.arange(len(cached)), np.diff(offsets))
+    rows = np.arange(offsets[-1])
+    return {"right": rows - offsets[owner] + cached[owner], "not-offset": rows - offsets[owner],
+            "batch-rows": rows + cached[owner]}[rule]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a mistaken model differs: its positions rule, which new row gives the logits, the scale."""
+
+    positions: str = "right"
+    row: str = "last"  # or "first"
+    scaled: bool = True
+
+
+MISTAKES = [
+    (Mistake("positions-not-offset", "each request's positions start at 0 in every batch: its cached positions "
+             "are not added, so decode steps embed position 0", "A decoding request's one new token sits after "
+             "all it has cached: kv_collection.cache_lengths says how many."), Variant(positions="not-offset")),
+    (Mistake("positions-batch-rows", "positions count rows of the whole batch, not of each request: a request's "
+             "first row gets the rows before it", "Subtract where the row's own request starts "
+             "(input_row_offsets)."), Variant(positions="batch-rows")),
+    (Mistake("first-row-logits", "the logits come from each request's first new row, not its last",
+             "input_row_offsets[b + 1] is where request b ends: its last row is the one before."),
+     Variant(row="first")),
+    (Mistake("attention-unscaled", "the attention scores are not divided by sqrt(head_dim) (scale 1)",
+             "flash_attention_ragged takes the scale: GPT-2's is 1 / sqrt(head_dim)."), Variant(scaled=False)),
+]
+CATALOGUE = [m for m, _ in MISTAKES]
+
+
+def _hf(checkpoint: Checkpoint, layers: int | None, scaled: bool = True):
+    from transformers import GPT2LMHeadModel
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()  # the blocks left out of a truncated model are expected
+
+    extra = {"n_layer": layers} if layers else {}
+    return GPT2LMHeadModel.from_pretrained(checkpoint.path, scale_attn_weights=scaled, **extra).eval()
+
+
+def scenario_tokens(vocab: int) -> dict[str, list[int]]:
+    """The tokens each request of SCENARIO feeds, in order: fixed, drawn below the tokenizer's size."""
+    rng = np.random.default_rng(14)
+    total: dict[str, int] = {}
+    for batch in SCENARIO:
+        for name, n in batch:
+            total[name] = total.get(name, 0) + n
+    return {name: rng.integers(0, vocab, size=n).tolist() for name, n in total.items()}
+
+
+def scenario_logits(model, tokens: dict[str, list[int]], variant: Variant = Variant()) -> list[np.ndarray]:
+    """Hugging Face through SCENARIO as `variant` computes it: per batch, [requests, V] logits.
+
+    Each request keeps its own Hugging Face cache, so keys and values are those computed at the
+    variant's positions, as a learner's cache would hold them."""
+    import torch
+
+    caches: dict[str, object] = {}
+    done = {name: 0 for name in tokens}
+    out = []
+    for batch in SCENARIO:
+        offsets = np.cumsum([0] + [n for _, n in batch])
+        cached = np.array([done[name] for name, _ in batch])
+        pos = positions(offsets, cached, variant.positions)
+        rows = []
+        for b, (name, n) in enumerate(batch):
+            ids = torch.tensor([tokens[name][done[name]:done[name] + n]])
+            with torch.no_grad():
+                result = model(ids, past_key_values=caches.get(name), position_ids=torch.from_numpy(
+                    pos[None, offsets[b]:offsets[b + 1]]), use_cache=True)
+            caches[name] = result.past_key_values
+            logits = result.logits[0].double().numpy()
+            rows.append(logits[-1] if variant.row == "last" else logits[0])
+            done[name] += n
+        out.append(np.stack(rows))
+    return out
+
+
+# --- the learner's model on MAX's paged cache ----------------------------------------------------
+
+
+def paged_params(config, layers: int):
+    from max.dtype import DType
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import MHAKVCacheParams
+
+    return MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
+                            num_layers=layers, page_size=PAGE_SIZE, devices=[DeviceRef.CPU()])
+
+
+def compile_served(paged_model, kv_params):
+    """The learner's GPT2Paged inside the course's serving graph, compiled with MAX's ragged inputs."""
+    from max.graph import DeviceRef
+    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
+
+    from gpt2_arch.model import ServedGPT2
+
+    served = ServedGPT2(paged_model, kv_params)
+    return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
+
+
+def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.ndarray]:
+    """The compiled model through SCENARIO on a real PagedKVCacheManager: per batch, [requests, V]."""
+    from max import tree
+    from max.driver import CPU, Buffer
+    from max.engine import InferenceSession
+    from max.pipelines.context import TextContext, TokenBuffer
+    from max.pipelines.kv_cache import PagedKVCacheManager
+    from max.pipelines.modeling.types import RequestID
+
+    manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]),
+                                  total_num_pages=32, max_batch_size=8)
+    contexts, done, out = {}, {name: 0 for name in tokens}, []
+    for batch in SCENARIO:
+        for name, n in batch:
+            if name not in contexts:
+                contexts[name] = TextContext(request_id=RequestID(), max_length=1024,
+                                             tokens=TokenBuffer(np.array(tokens[name][:n], dtype=np.int64)))
+                manager.claim(contexts[name])
+            else:  # the request's next token, as the server appends the one it chose
+                contexts[name].update(tokens[name][done[name]])
+                manager.step(contexts[name])
+            done[name] += n
+        ctxs = [contexts[name] for name, _ in batch]
+        for c in ctxs:
+            manager.alloc(c)
+        ids = np.concatenate([c.tokens.active for c in ctxs]).astype(np.int64)
+        offsets = np.cumsum([0] + [len(c.tokens.active) for c in ctxs]).astype(np.uint32)
+        result = compiled(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
+                          Buffer.from_numpy(offsets), *tree.leaves(manager.runtime_inputs([ctxs])))
+        out.append(np.from_dlpack(result.next_token_logits).astype(np.float64))
+    return out
+
+
+def _where(got: list[np.ndarray], want: list[np.ndarray]) -> list[str]:
+    """Which requests are right in which batch, in words: prefill rows and decode rows apart.
+
+    A request counts as right only within a tenth of the tolerance (where correct code stays, the
+    margin rule): one within the tolerance but nearer its edge is off like the others, just less."""
+    right, off = {"prompt": [], "decode": []}, {"prompt": [], "decode": []}
+    near = []
+    flat_want = np.concatenate(want)  # [requests, V]: allowed as the part's verdict allows it
+    margins = iter(np.max(np.abs(np.concatenate(got) - flat_want) / WHOLE_MODEL.allowed(flat_want), axis=-1))
+    seen: set[str] = set()
+    for i, batch in enumerate(SCENARIO):
+        for name, _ in batch:
+            kind = "decode" if name in seen else "prompt"
+            seen.add(name)
+            margin = float(next(margins))
+            label = f"{name} (batch {i + 1})"
+            (right if margin <= CORRECT_MARGIN else off)[kind].append(label)
+            if CORRECT_MARGIN < margin <= 1:
+                near.append(f"{label} at {margin:.2f}")
+    lines = []
+    for kind, what in (("prompt", "prompts (no cached positions)"), ("decode", "decode steps (after cached positions)")):
+        if right[kind] or off[kind]:
+            lines.append(f"{what}: right for {', '.join(right[kind]) or 'none'}; off for "
+                         f"{', '.join(off[kind]) or 'none'}")
+    if near:
+        lines.append(f"within the tolerance but off (correct code stays under {CORRECT_MARGIN} of it): {', '.join(near)}")
+    if not off["prompt"] and off["decode"]:
+        lines.append("every prompt is right and decode steps are not: what a request reads back from its "
+                     "cache (the keys and values each layer stores, under its own layer_idx), or the positions "
+                     "of tokens after it")
+    elif off["prompt"] and right["prompt"]:
+        lines.append("some prompts are right and others not: look at what differs per request in the batch "
+                     "(its rows, its positions)")
+    elif off["prompt"]:
+        lines.append("every request is off, prompts too, so not only what the cache gives back: look at "
+                     "paged_attention (the keys and values it stores, the mask and scale it attends with) and at "
+                     "the rows whose logits are taken; ragged_positions is checked apart, above")
+    return lines
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+
+def serving_enabled() -> bool:
+    """The served part starts a real server (20-30 s when compiled, minutes cold); GPT2_CHECK_SERVE=0
+    leaves it out (the test suite starts one server per session instead of one per check)."""
+    return os.environ.get("GPT2_CHECK_SERVE", "1") != "0"
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    config = checkpoint.learner_config()
+    serve = serving_enabled()
+    parts = PARTS if serve else PARTS[:-1]
+    run = StepRun("14", "serving: ragged batches on MAX's paged KV cache", path, checkpoint,
+                  f"ragged batches of 3-4 requests (prompts and decodes mixed), then a real max serve; "
+                  f"float32, logits {WHOLE_MODEL}" if serve else f"ragged batches of 3-4 requests (prompts and "
+                  f"decodes mixed); float32, logits {WHOLE_MODEL}; no server (GPT2_CHECK_SERVE=0)", parts,
+                  timeout=timeout)
+    step = run.import_step()
+    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
+    if not fns or None in fns.values():
+        return run.finish("needs " + ", ".join(FUNCTIONS))
+    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    _positions_part(run, fns["ragged_positions"])
+    eleven = used_modules(step).get("11")
+    if eleven is None:
+        run.add(Part("paged model", FAIL, "step 14 wraps your step 11 model: import GPT2LMHeadModel and "
+                     "load_hf_weights from steps.step_11"))
+        return run.finish("needs your step 11 model")
+    part = _model_part(run, fns["GPT2Paged"], eleven, config, checkpoint)
+    run.point_to_earlier_steps(part)
+    if serve and all(p.status == PASS for p in run.report.parts):
+        run.add(_served_part(path, checkpoint))
+    return run.finish("runs once the parts above pass")
+
+
+def _positions_part(run: StepRun, ragged_positions) -> Part:
+    from max.experimental.tensor import Tensor
+
+    want = positions(OFFSETS, CACHED)
+    try:
+        got = run.call(ragged_positions, int(OFFSETS[-1]), Tensor.from_dlpack(OFFSETS), Tensor.from_dlpack(CACHED))
+        if got is None:
+            raise LearnerError("ragged_positions() returned None: is a `return` missing?")
+        got = np.from_dlpack(got)
+    except LearnerError as e:
+        return run.add(Part.from_error("ragged positions", e))
+    except Exception as e:  # noqa: BLE001 - not a Tensor
+        return run.add(Part("ragged positions", FAIL, f"ragged_positions() returned {type(got).__name__}, "
+                            f"not a max Tensor ({e})"))
+    outs = [(m, positions(OFFSETS, CACHED, v.positions).astype(np.float64)) for m, v in MISTAKES
+            if v.positions != "right"]
+    verdict = compare(got.astype(np.float64), want.astype(np.float64), axes=("row",), mistakes=outs, tol=EXACT)
+    part = Part.from_verdict("ragged positions", verdict)
+    part.summary = f"{part.summary}; got {got.tolist()}, expected {want.tolist()}" if not verdict.ok else \
+        f"{want.tolist()} for offsets {OFFSETS.tolist()}, cached {CACHED.tolist()}"
+    return run.add(part)
+
+
+def _learner_paged(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint, kv_params):
+    """The learner's GPT2Paged around their step 11 model, built with PAGED_LAYERS blocks and loaded by
+    their load_hf_weights with those blocks' tensors."""
+    from types import SimpleNamespace
+
+    from max.experimental import functional as F
+
+    from checker.running.loading import stored_tensors
+
+    small = SimpleNamespace(**{**vars(config), "n_layer": PAGED_LAYERS})
+    tensors = {n: v for n, v in stored_tensors(checkpoint).items()
+               if ".h." not in n or int(n.split(".h.")[1].split(".")[0]) < PAGED_LAYERS}
+    with F.lazy():
+        model = run.call(eleven.GPT2LMHeadModel, small)
+    run.call(eleven.load_hf_weights, model, tensors)
+    return run.call(GPT2Paged, model, kv_params)
+
+
+def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint) -> Part:
+    kv_params = paged_params(config, PAGED_LAYERS)
+    tokens = scenario_tokens(min(config.vocab_size, 400))
+    print(f"(compiling your GPT2Paged ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
+          "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    try:
+        paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
+        compiled = run.call(compile_served, paged, kv_params)
+        got = run.call(run_scenario, compiled, kv_params, tokens)
+    except LearnerError as e:
+        return run.add(Part.from_error("paged model", e))
+    hf = _hf(checkpoint, PAGED_LAYERS)
+    want = scenario_logits(hf, tokens)
+    flat_got, flat_want = np.concatenate(got), np.concatenate(want)
+
+    def mistakes():
+        for m, variant in MISTAKES:
+            model = hf if variant.scaled else _hf(checkpoint, PAGED_LAYERS, scaled=False)
+            yield m, np.concatenate(scenario_logits(model, tokens, variant))
+
+    verdict = compare(flat_got, flat_want, axes=("request", "vocab"), mistakes=[], tol=WHOLE_MODEL)
+    if not verdict.ok and flat_got.shape == flat_want.shape:
+        verdict = compare(flat_got, flat_want, axes=("request", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
+        if verdict.mistake is None:
+            verdict.details += _where(got, want)
+    part = Part.from_verdict("paged model", verdict)
+    part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} request rows: {part.summary}"
+    return run.add(part)
+
+
+# --- the served part ------------------------------------------------------------------------------
+
+
+def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int) -> list[list[int]]:
+    """transformers' greedy ids, the argmax taken over the tokenizer's ids (max serve's sampler masks
+    the logits past the tokenizer's size: the stand-ins' tokenizers are smaller than the model), up to
+    `new_tokens` or an end-of-text token, where max serve stops."""
+    import torch
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    model = _hf(checkpoint, None)
+    stops = {tokenizer.eos_token_id, checkpoint.config().get("eos_token_id")}  # max serve stops at either
+    out = []
+    for prompt in prompts:
+        ids = torch.tensor([tokenizer(prompt)["input_ids"]])
+        new = []
+        with torch.no_grad():
+            while len(new) < new_tokens and not (new and new[-1] in stops):
+                token = int(model(ids).logits[0, -1, :len(tokenizer)].argmax())
+                new.append(token)
+                ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+        out.append(new)
+    return out
+
+
+def same_text(served: str, expected: str) -> bool:
+    """The served text is the expected ids decoded. max serve holds back the bytes of a last token that
+    end inside a UTF-8 character, which tokenizer.decode shows as U+FFFD: those may be missing."""
+    return served == expected or served == expected.rstrip("\ufffd")
+
+
+def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
+    """Real requests against a running server: (what, ok, what came back) for each check."""
+    from openai import APIStatusError
+    from transformers import AutoTokenizer
+
+    from checker.running.server import MODEL
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    client, model = server.client(), MODEL
+    expected = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]  # as max serve shows them
+
+    def complete(prompt: str, n: int = NEW_TOKENS) -> str:
+        return client.completions.create(model=model, prompt=prompt, max_tokens=n, temperature=0).choices[0].text
+
+    results = []
+    got = [complete(p) for p in PROMPTS]
+    results.append((f"greedy completions of {len(PROMPTS)} prompts equal transformers' greedy ids",
+                    all(map(same_text, got, texts)),
+                    "; ".join(f"{g!r} (expected {t!r})" for g, t in zip(got, texts) if not same_text(g, t))))
+    stream = client.completions.create(model=model, prompt=PROMPTS[0], max_tokens=NEW_TOKENS, temperature=0,
+                                       stream=True)
+    pieces = "".join(chunk.choices[0].text for chunk in stream if chunk.choices)
+    results.append(("streaming returns the same tokens in order", same_text(pieces, texts[0]),
+                    f"{pieces!r}, expected {texts[0]!r}"))
+    many = [PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS)) for i in range(CONCURRENT)]
+    lengths = [NEW_TOKENS - i % 3 for i in range(CONCURRENT)]
+    alone = [complete(p, n) for p, n in zip(many, lengths)]
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        together = list(pool.map(complete, many, lengths))
+    crossed = [i for i, (a, b) in enumerate(zip(alone, together)) if a != b]
+    results.append((f"{CONCURRENT} concurrent requests of different lengths each get its single-request answer",
+                    not crossed, f"requests {crossed} differ: {[together[i] for i in crossed]} against "
+                                 f"{[alone[i] for i in crossed]}"))
+    for what, kwargs in (("a request past n_positions", {"prompt": "word " * 1100, "max_tokens": 4}),
+                         ("invalid parameters (temperature -1)", {"prompt": PROMPTS[0], "max_tokens": 4,
+                                                                 "temperature": -1})):
+        try:
+            client.completions.create(model=model, **kwargs)
+            results.append((f"{what} gets a 4xx", False, "it was answered"))
+        except APIStatusError as e:  # 4xx and 5xx alike: the code is checked below
+            code = getattr(e, "status_code", 0)
+            message = _message(e)
+            results.append((f"{what} gets a 4xx with a message", 400 <= code < 500 and bool(message),
+                            f"{code}: {message}"))
+    after = complete(PROMPTS[1])
+    results.append(("the server goes on serving after them (the same answer as before them)", after == got[1],
+                    f"{after!r}, before them {got[1]!r}"))
+    return results
+
+
+def _message(e) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        return str(body.get("message") or body.get("detail") or json.dumps(body))[:200]
+    return str(e)[:200]
+
+
+def _served_part(path: Path, checkpoint: Checkpoint) -> Part:
+    from checker.running.server import Server, ServerError
+
+    try:
+        with Server(path, checkpoint.path) as server:
+            results = serving_checks(server, checkpoint)
+            started = server.started_in
+    except ServerError as e:
+        return Part("served", FAIL, "max serve of your model did not start", str(e).splitlines()[-12:])
+    except Exception as e:  # noqa: BLE001 - a request that failed outright
+        return Part("served", FAIL, f"a request to max serve failed: {type(e).__name__}: {str(e)[:300]}")
+    failed = [f"{what}: {said}" for what, ok, said in results if not ok]
+    summary = f"{len(results) - len(failed)} of {len(results)} serving checks pass (server ready in {started:.0f} s)"
+    details = [f"{'ok  ' if ok else 'FAIL'} {what}" for what, ok, _ in results] + failed
+    if not results[0][1]:  # the paged part passed: what the server runs besides is every block, loaded
+        details.append(f"the paged part above passed with {PAGED_LAYERS} blocks, and the server runs all "
+                       f"{checkpoint.config()['n_layer']}: look at what changes with the block (its layer_idx, an "
+                       "index or a loop over blocks) and at how every block's weights are loaded")
+    return Part("served", FAIL if failed else PASS, summary, details)
+
+
+register(Step("14", check, CATALOGUE))

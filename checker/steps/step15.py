@@ -1,0 +1,362 @@
+"""Step 15: the learner's Mojo kernel for decode's weight products, against numpy and Hugging Face.
+
+Parts:
+
+  earlier steps  the steps this file uses pass their own checks
+  kernel         the learner's matvec (their Mojo, in a child process: checker.running.mojo) on KERNEL_CASES:
+                 shapes whose K and M are no multiple of a vector width or of a task's rows, more than
+                 one row of x, and each of GPT-2's products (c_attn, attn.c_proj, c_fc, mlp.c_proj, the
+                 head) at one position, each run REPEATS times; against numpy in float64
+  decode         GPT2WithKernel compiled for one position (input_ids [B, 1]), after the prompt ran
+                 through the learner's step 13 model: each decode step's logits against Hugging Face at
+                 the same position, the greedy ids against transformers' generate, and the kernel
+                 called for every product of a decode step (4 per block and the head)
+  timing         a report, not a verdict: decode tokens/s with the kernel and with MAX's products
+                 (step 13's graph) in the same run, the weight bytes each reads per second, and the
+                 machine's read bandwidth measured now (the limit)
+
+A mistake is named only when the learner's output equals what it computes on every case (see
+MISTAKES), or, for a race, when the same input gave different outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from checker.reporting.compare import DECODE, Mistake, Tolerance, compare
+from checker.harness.deps import earlier_steps_part, used_modules
+from checker.running.learner import LearnerError
+from checker.running.mojo import REPEATS, case_arrays, run_probe
+from checker.reporting.report import FAIL, PASS, Part, Report
+from checker.harness.runner import StepRun
+from checker.references.weights import Checkpoint
+from checker.registry import Step, register
+
+FUNCTIONS = ("matvec", "KernelLinear", "GPT2WithKernel")
+PARTS = ["earlier steps", "kernel", "decode", "timing"]
+NEW_TOKENS = 12
+PROMPT_LENGTH = 9
+# float32 sums of up to 3072 products against float64: the solution stays under 0.1 of this on every
+# case (tests/test_step15.py holds it under CORRECT_MARGIN); a dropped term of a sum is 10-1000x over.
+KERNEL = Tolerance(2e-5)
+WIDTHS = (4, 8, 16, 32, 64)  # vector widths a learner may choose: the tail they leave depends on it
+
+
+def kernel_cases(config) -> list[tuple[str, int, int, int, bool]]:
+    """(name, N, K, M, bias): x [N, K], w [M, K], b [M]; small shapes with remainders, then GPT-2's."""
+    c, inner, v = config.n_embd, config.n_inner or 4 * config.n_embd, config.vocab_size
+    return [
+        ("K 37, M 53 (neither a multiple of a vector or of a band of rows)", 1, 37, 53, True),
+        ("M 7 (fewer rows than tasks)", 1, 50, 7, True),
+        ("K 5 (shorter than one vector), N 2", 2, 5, 11, True),
+        ("N 3 (three rows of x)", 3, 100, 29, True),
+        (f"c_attn [{c} -> {3 * c}]", 1, c, 3 * c, True),
+        (f"attn.c_proj [{c} -> {c}]", 1, c, c, True),
+        (f"c_fc [{c} -> {inner}]", 1, c, inner, True),
+        (f"mlp.c_proj [{inner} -> {c}]", 1, inner, c, True),
+        (f"head [{c} -> {v}], no bias", 1, c, v, False),
+    ]
+
+
+# --- what a kernel computes, and its mistakes -------------------------------------------------------
+
+
+def expected(x, w, b) -> np.ndarray:
+    y = x.astype(np.float64) @ w.astype(np.float64).T
+    return y if b is None else y + b
+
+
+def _tail_dropped(width: int):
+    def compute(x, w, b):
+        whole = x.shape[1] // width * width
+        return expected(x[:, :whole], w[:, :whole], b)
+    return compute
+
+
+BIAS_HINT = ("Add b[m] once per output, after the row's sum is complete: not inside a loop that runs more than "
+             "once per output.")
+MISTAKES = [
+    (Mistake("tail-dropped", "the last K % width columns of each row are left out: the loop after the whole "
+             "vectors (the tail) is missing or never runs", "When K is not a multiple of your vector width, the "
+             "columns after the last whole vector still count: a scalar loop over them, after the vector loop."),
+     [_tail_dropped(width) for width in WIDTHS]),
+    (Mistake("bias-twice", "the bias is added twice", BIAS_HINT),
+     [lambda x, w, b: expected(x, w, None if b is None else 2 * b)]),
+    (Mistake("bias-missing", "the bias is not added", "y = x @ w.T + b: each output adds its own b[m]."),
+     [lambda x, w, b: expected(x, w, None)]),
+    (Mistake("x-row-stride", "every row of y is computed from x's first row: x is read at k, not at row n's "
+             "start n * K + k", "x is [N, K] in one block of memory: row n starts at n * K."),
+     [lambda x, w, b: expected(np.repeat(x[:1], len(x), axis=0), w, b)]),
+    (Mistake("w-transposed", "w is read as if it were [K, M] (w[k * M + m]), not the Linear's [M, K] "
+             "(w[m * K + k])", "A Linear's weight is [out, in]: output m's K weights are row m, contiguous, "
+             "starting at m * K."),
+     [lambda x, w, b: expected(x, w.reshape(-1).reshape(w.shape[1], w.shape[0]).T, b)]),
+]
+RACE = Mistake("race", "the same input gives different outputs from run to run: two tasks write (or add into) "
+               "the same outputs at the same time, or some outputs are never written (y keeps whatever its memory "
+               "held: a wrong index for y, or rows no task takes)", "Each task takes rows of its own, and every "
+               "y[n, m], at n * M + m, is written exactly once: sum into a local variable, then store it.")
+CATALOGUE = [m for m, _ in MISTAKES] + [RACE]
+
+
+def _bias_times(results: dict, arrays: dict) -> Mistake | None:
+    """The bias added c times (one integer c, not 1) on every case with a bias, and the cases without one
+    right: named with its count. c = 0 and 2 are in MISTAKES; this names any other (a SIMD accumulator
+    started at b adds it once per lane)."""
+    times = set()
+    for name, (x, w, b) in arrays.items():
+        y, want = results[name][0].astype(np.float64), expected(x, w, None)
+        if b is not None:
+            times.add(c := round(float(np.sum((y - want) * b) / (len(y) * np.sum(b.astype(np.float64) ** 2)))))
+            want = want + c * b
+        if len(times) > 1 or not compare(y, want, axes=("row", "output"), mistakes=[], tol=KERNEL).ok:
+            return None
+    if len(times) != 1 or 1 in times:
+        return None
+    return Mistake("bias-times", f"the bias is added {times.pop()} times to each output, not once",
+                   BIAS_HINT + " A SIMD accumulator that starts at b[m] adds it once per lane.")
+
+
+def _named(results: dict, arrays: dict) -> Mistake | None:
+    """The mistake whose outputs the learner's equal on every case, if one does (`arrays`: each case's
+    (x, w, b))."""
+    for mistake, computes in MISTAKES:
+        for compute in computes:
+            if all(compare(results[name][0].astype(np.float64), compute(*args), axes=("row", "output"), mistakes=[],
+                           tol=KERNEL).ok for name, args in arrays.items()):
+                return mistake
+    return _bias_times(results, arrays)
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    config = checkpoint.learner_config()
+    run = StepRun("15", "your Mojo kernel in decode", path, checkpoint,
+                  f"{len(kernel_cases(config))} matvec shapes (remainders, then GPT-2's products), {REPEATS} runs "
+                  f"each, {KERNEL}; then {NEW_TOKENS} greedy decode steps, logits {DECODE}", PARTS, timeout=timeout)
+    step = run.import_step()
+    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
+    if not fns or None in fns.values():
+        return run.finish("needs " + ", ".join(FUNCTIONS))
+    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    kernel = _kernel_part(run, path, config)
+    if kernel.status != PASS:
+        return run.finish("runs once the kernel passes")
+    used = used_modules(step)
+    if "11" not in used or "13" not in used:
+        run.add(Part("decode", FAIL, "step 15 builds on your steps 11 and 13: import GPT2LMHeadModel and "
+                     "load_hf_weights from steps.step_11, GPT2WithCache from steps.step_13"))
+        return run.finish("runs once decode passes")
+    graphs = _decode_part(run, step, used, checkpoint)
+    if graphs is not None:
+        run.add(timing_part(*graphs, config))
+    return run.finish("runs once decode passes")
+
+
+def _kernel_part(run: StepRun, path: Path, config) -> Part:
+    from checker.running.mojo import SEED
+
+    cases = kernel_cases(config)
+    print("(building your Mojo kernel and running it in a separate process: about a minute after a change to "
+          "matvec.mojo on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    try:
+        results = run_probe(path, cases, timeout=max(run.timeout, 300))
+    except LearnerError as e:
+        return run.add(Part.from_error("kernel", e))
+    raced = [name for name, *_ in cases if not all(np.array_equal(r, results[name][0]) for r in results[name][1:])]
+    arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}  # drawn once, as the child drew
+    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
+                              mistakes=[], tol=KERNEL)
+                for name, args in arrays.items()}
+    failing = [name for name, v in verdicts.items() if not v.ok]
+    margin = max((v.margin or 0.0) for v in verdicts.values())
+    shown = [*raced, *(name for name in failing if name not in raced)]
+    details = [f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}"]
+    for name in shown[:4]:
+        varies = " (different in each run)" if name in raced else ""
+        details += [f"{name}{varies}: {verdicts[name].summary}", *(f"  {d}" for d in verdicts[name].details)]
+    if len(shown) > 4:
+        details.append(f"and {len(shown) - 4} more: {'; '.join(shown[4:])}")
+    if raced:
+        return run.add(Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
+                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details, RACE))
+    if not failing:
+        return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
+                            f"{margin:.2f} of allowed", margin=margin))
+    return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
+                        f"{len(cases) - len(failing)}", details, _named(results, arrays), margin))
+
+
+@contextlib.contextmanager
+def counting_kernel_calls():
+    """Counts the custom op calls made inside the block (while a graph is traced): yields a list of names."""
+    from max.experimental.custom import CustomOp
+
+    calls, original = [], CustomOp.__call__
+
+    def counted(self, *args, **kwargs):
+        calls.append(self.name)
+        return original(self, *args, **kwargs)
+
+    CustomOp.__call__ = counted
+    try:
+        yield calls
+    finally:
+        CustomOp.__call__ = original
+
+
+def compile_decode(module, config):
+    """`module` (a GPT2WithKernel) compiled for decode: ids [batch, 1] (the batch symbolic), 2L caches
+    [batch, H, past, D]; the prompt runs through step 13's graph, so a kernel never reads W once per row."""
+    from checker.diagnosis.compiled import compile_with_cache
+
+    return compile_with_cache(module, config, seq=None)
+
+
+def prefill_then_decode(prefill, decode):
+    """One callable for a generate loop: the prompt (more than one position) through `prefill`, then
+    each one-position step through `decode`."""
+    def run(input_ids, *cache):
+        return (decode if input_ids.shape[-1] == 1 else prefill)(input_ids, *cache)
+    return run
+
+
+def greedy_steps(run, config, empty_cache, prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
+    """Greedy generation: the new ids, and the logits [V] each decode step gave (after the first token)."""
+    from max.experimental.tensor import Tensor
+
+    logits, *cache = run(Tensor.from_dlpack(np.array([prompt], np.int64)), *empty_cache(config, 1))
+    ids, decoded = [int(np.from_dlpack(logits)[0].argmax())], []
+    for _ in range(steps - 1):
+        logits, *cache = run(Tensor.from_dlpack(np.array([[ids[-1]]], np.int64)), *cache)
+        decoded.append(np.from_dlpack(logits)[0].astype(np.float64))
+        ids.append(int(decoded[-1].argmax()))
+    return ids, decoded
+
+
+def kernel_linear_problem(kernel_linear, model) -> str | None:
+    """What is wrong with the learner's KernelLinear around the model's first Linear, run eagerly on
+    x [2, 1, in] (decode's shape at batch 2), or None when it gives x @ weight.T + bias [2, 1, out]."""
+    from max.experimental.nn import Linear
+    from max.experimental.tensor import Tensor
+
+    name, linear = next((n, m) for n, m in model.descendants if isinstance(m, Linear))
+    w, b = (np.from_dlpack(t).astype(np.float64) for t in (linear.weight, linear.bias))
+    x = np.random.default_rng(15).standard_normal((2, 1, w.shape[1]), dtype=np.float32)
+    y = kernel_linear(linear)(Tensor.from_dlpack(x))
+    what = f"KernelLinear({name}) on x [2, 1, {w.shape[1]}]"
+    if y is None:
+        return f"{what} returned None: is a `return` missing?"
+    got, want = np.from_dlpack(y).astype(np.float64), x.astype(np.float64) @ w.T + b
+    if got.shape != want.shape:
+        return (f"{what} returned shape {list(got.shape)}, {list(want.shape)} expected: the kernel's [N, out] "
+                "rows go back to [B, 1, out]")
+    verdict = compare(got, want, axes=("row", "position", "output"), mistakes=[], tol=KERNEL)
+    return None if verdict.ok else (f"{what} differs from x @ weight.T + bias: {verdict.summary}; your kernel "
+                                    "passed alone, so look at the weight and bias KernelLinear holds and hands it")
+
+
+def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
+    """Returns (step 13's graph, the prefill-then-decode run, the learner's empty_cache) when it passes."""
+    import torch
+
+    from checker.diagnosis.compiled import load_gpt2
+    from checker.references.reference import load_hf_model
+    from checker.diagnosis.compiled import compile_with_cache
+
+    config = checkpoint.learner_config()
+    eleven, thirteen = used["11"], used["13"]
+    print("(compiling your GPT2WithKernel for one position: about a minute after a change on 2 cores, seconds "
+          "when unchanged)", file=sys.stderr, flush=True)
+    try:
+        model = run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
+        if (problem := run.call(kernel_linear_problem, step.KernelLinear, model)) is not None:
+            run.add(Part("decode", FAIL, problem))
+            return None
+        prefill = run.call(compile_with_cache, thirteen.GPT2WithCache(model), config)  # before the kernel goes in
+        with counting_kernel_calls() as calls:
+            decode = run.call(compile_decode, run.call(step.GPT2WithKernel, model), config)
+        both = prefill_then_decode(prefill, decode)
+        prompt = np.random.default_rng(15).integers(0, min(config.vocab_size, 400), PROMPT_LENGTH).tolist()
+        ids, decoded = run.call(greedy_steps, both, config, thirteen.empty_cache, prompt, NEW_TOKENS)
+    except LearnerError as e:
+        run.add(Part.from_error("decode", e))
+        return None
+    hf = load_hf_model(checkpoint)
+    with torch.no_grad():
+        full = torch.tensor([prompt + ids])
+        want = hf(full).logits[0, PROMPT_LENGTH:PROMPT_LENGTH + NEW_TOKENS - 1].double().numpy()
+        theirs = hf.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, PROMPT_LENGTH, dtype=torch.long),
+                             max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                             eos_token_id=None, pad_token_id=0)[0, PROMPT_LENGTH:].tolist()
+    verdict = compare(np.stack(decoded), want, axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
+    expected_calls = 4 * config.n_layer + 1
+    kernel_calls = sum(1 for name in calls if name == "gpt2_matvec")
+    problems = []
+    if kernel_calls != expected_calls:
+        problems.append(f"a decode step calls your kernel {kernel_calls} times, {expected_calls} expected: 4 per "
+                        f"block (c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the tied head")
+    if ids != theirs:
+        i = next(i for i, (a, b) in enumerate(zip(ids, theirs)) if a != b)
+        problems.append(f"greedy ids differ from transformers' from new token {i}: yours {ids[i:i + 4]}, "
+                        f"transformers' {theirs[i:i + 4]}")
+    if not verdict.ok:
+        problems.append(f"decode-step logits: {verdict.summary}")
+        problems += verdict.details
+    if problems:
+        summary = problems[0] if kernel_calls != expected_calls else \
+            f"the decode steps through your kernel differ from Hugging Face: {verdict.summary}"
+        details = problems[1:] if kernel_calls != expected_calls else problems
+        if kernel_calls == expected_calls:
+            details.append("your kernel passed alone, so look at what goes in and out of it in GPT2WithKernel: "
+                           "which weight and bias each KernelLinear holds, the reshapes around matvec, the "
+                           "head's weight (wte, tied)")
+        run.add(Part("decode", FAIL, summary, details, margin=verdict.margin))
+        return None
+    run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids equal transformers'; {NEW_TOKENS - 1} decode steps "
+                 f"through your kernel ({kernel_calls} calls each): {verdict.summary}", margin=verdict.margin))
+    return prefill, both, thirteen.empty_cache
+
+
+def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
+                 rounds: int = 2) -> dict[str, float]:
+    """Decode tokens/s of each run (name -> callable), interleaved, the best of `rounds` kept."""
+    prompt = np.random.default_rng(0).integers(0, min(config.vocab_size, 400), prompt_length).tolist()
+    from max.experimental.tensor import Tensor
+
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            logits, *cache = run(Tensor.from_dlpack(np.array([prompt], np.int64)), *empty_cache(config, 1))
+            token = np.array([[int(np.from_dlpack(logits)[0].argmax())]], np.int64)
+            started = time.perf_counter()
+            for _ in range(steps):
+                logits, *cache = run(Tensor.from_dlpack(token), *cache)
+                token = np.array([[int(np.from_dlpack(logits)[0].argmax())]], np.int64)
+            rates[name].append(steps / (time.perf_counter() - started))
+    return {name: max(r) for name, r in rates.items()}
+
+
+def timing_part(prefill, both, empty_cache, config) -> Part:
+    """A report of speed: never fails (timings vary with the machine and its load)."""
+    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
+
+    rates = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
+    per_token = weight_bytes_per_token(config)
+    limit = read_bandwidth()
+    lines = [f"{name}: {rate:.1f} tokens/s, reading the weights at {rate * per_token / 1e9:.1f} GB/s "
+             f"({rate * per_token / limit:.0%} of the {limit / 1e9:.1f} GB/s this machine reads now)"
+             for name, rate in rates.items()]
+    mine, theirs = rates["your kernel"], rates["MAX's products (your step 13)"]
+    return Part("timing", PASS, f"a report, not a verdict: decode {mine / theirs:.2f}x as fast with your kernel "
+                f"({mine:.1f} against {theirs:.1f} tokens/s; {per_token / 1e6:.0f} MB of weights per token)", lines)
+
+
+register(Step("15", check, CATALOGUE))

@@ -1,0 +1,106 @@
+"""The checker's imports go only down, and a new step's check needs nothing but its own module.
+
+The contracts live in pyproject.toml ([tool.importlinter]); `lint-imports` checks them. These
+tests run it on the checker as it is, on a copy with an import that goes up (it must fail and
+name the modules), and look for import circles with grimp, the graph import-linter reads.
+"""
+
+import shutil
+import subprocess
+import sys
+
+from checker.paths import REPO
+
+LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
+        "sys.exit(lint_imports_command())", "--no-cache"]
+
+
+def _copy(tmp_path):
+    """A copy of the checker package and pyproject.toml, importable from `tmp_path` first."""
+    shutil.copytree(REPO / "checker", tmp_path / "checker", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    return dict(cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)})
+
+
+def test_the_contracts_hold():
+    done = subprocess.run(LINT, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_an_import_that_goes_up_breaks_the_contract(tmp_path):
+    run = _copy(tmp_path)
+    compare = tmp_path / "checker" / "reporting" / "compare.py"
+    compare.write_text(compare.read_text() + "\nfrom checker.steps import step07  # noqa: E402\n")
+    done = subprocess.run(LINT, **run)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "checker.reporting.compare -> checker.steps.step07" in done.stdout
+    assert "the checker's imports go only down BROKEN" in done.stdout
+
+
+def test_an_earlier_step_importing_a_later_one_breaks_the_contract(tmp_path):
+    run = _copy(tmp_path)
+    step = tmp_path / "checker" / "steps" / "step03.py"
+    step.write_text(step.read_text() + "\nfrom checker.steps.step09 import CATALOGUE  # noqa: E402\n")
+    done = subprocess.run(LINT, **run)
+    assert done.returncode == 1 and "checker.steps.step03 -> checker.steps.step09" in done.stdout, done.stdout
+
+
+def test_no_import_circles():
+    import grimp
+
+    graph = grimp.build_graph("checker", cache_dir=None)
+    cycles = [(m, n) for m in graph.modules for n in graph.find_modules_directly_imported_by(m)
+              if graph.chain_exists(importer=n, imported=m)]
+    assert not cycles, cycles
+
+
+THROWAWAY = '''"""A throwaway step: its check passes a file that defines `answer` as 42."""
+
+from checker.harness.layout import defined
+from checker.registry import Step, register
+from checker.reporting.compare import Mistake
+from checker.reporting.report import FAIL, PASS, Part, Report
+
+CATALOGUE = [Mistake("answer-wrong", "answer is not 42", "set answer = 42")]
+
+
+def check(path, checkpoint, *, timeout=300.0):
+    report = Report("Step 16 · the answer", [])
+    namespace = {}
+    exec(path.read_text(), namespace)
+    ok = "answer" in defined(path) and namespace["answer"] == 42
+    report.parts.append(Part("answer", PASS if ok else FAIL, "42" if ok else "not 42"))
+    return report
+
+
+register(Step("16", check, CATALOGUE, reads=("answer",)))
+'''
+
+USE = """
+import sys
+from pathlib import Path
+import checker.steps
+from checker import registry
+from checker.harness import layout
+from checker.catalogue import markdown
+print(list(registry.steps()))
+print(markdown(["16"]))
+for name, text in (("step_16.py", "answer = 42"), ("other.py", "answer = 41")):
+    Path(name).write_text(text)
+    print(name, layout.place(Path(name), "16").step, layout.check("16", Path(name), None, timeout=10).ok)
+"""
+
+
+def test_a_new_step_is_its_module_alone(tmp_path):
+    """checker/steps/step16.py registers itself; the registry, the catalogue and the layout (which
+    step a file is, and its check) all find it, and no machinery module changed."""
+    run = _copy(tmp_path)
+    (tmp_path / "checker" / "steps" / "step16.py").write_text(THROWAWAY)
+    done = subprocess.run([sys.executable, "-c", USE], **run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("'15', '16']") and "| `answer-wrong` | answer is not 42 | set answer = 42 |" in done.stdout
+    assert "step_16.py 16 True" in lines and "other.py 16 False" in lines
+    assert subprocess.run(LINT, **run).returncode == 0
