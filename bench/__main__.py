@@ -2,7 +2,7 @@
 
     python -m bench                  GPT-2 small (the real checkpoint if downloaded, else the synthetic one)
     python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
-    python -m bench --profile        also time each weight matrix's product alone (bench/matvec.py)
+    python -m bench --profile        also time each weight product alone, MAX's and step 15's kernel (bench/matvec.py)
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
     python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
@@ -18,7 +18,7 @@ In one process, on the same token ids, float32 on the CPU, both sides with the s
 Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
 The greedy tokens of both sides (and of the kernel's decode) are compared, the exit status 1 if any
 differ, and the decode speed set against the memory-bandwidth
-limit (bench/bandwidth.py), measured in the same run. The decodes (MAX, transformers, MAX with step
+limit (checker/references/bandwidth.py), measured in the same run. The decodes (MAX, transformers, MAX with step
 15's kernel) and the bandwidth are measured in rounds, one of each per round, so their ratios are
 taken under the same load.
 """
@@ -133,7 +133,7 @@ def measure(folder: Path, config, plan: Plan) -> dict:
     """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`."""
     import torch
 
-    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
     from bench.kv_cache import greedy, prefill
 
     hf, run, model = _models(folder, config)

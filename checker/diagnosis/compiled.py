@@ -96,6 +96,21 @@ def compile_with_cache(module, config, *, seq: str | None = SEQ):
     return compile_module(module, [ids] + [cache_input(config)] * (2 * config.n_layer))
 
 
+def greedy_with_cache(run, cache: list, input_ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
+    """Greedy generation through `run` (a model with a KV cache, compiled): input_ids [B, T] and its
+    empty cache 2L x [B, H, 0, D] -> new ids [B, steps + 1], and the seconds of the `steps`
+    one-position steps alone (the prompt's pass gives the first new token, untimed)."""
+    from max.experimental.tensor import Tensor
+
+    logits, *cache = run(Tensor.from_dlpack(np.ascontiguousarray(input_ids, dtype=np.int64)), *cache)
+    new = [np.from_dlpack(logits).argmax(axis=-1)[:, None].astype(np.int64)]  # [B, 1]
+    started = time.perf_counter()
+    for _ in range(steps):
+        logits, *cache = run(Tensor.from_dlpack(new[-1]), *cache)
+        new.append(np.from_dlpack(logits).argmax(axis=-1)[:, None].astype(np.int64))
+    return np.concatenate(new, axis=1), time.perf_counter() - started
+
+
 @dataclass
 class Probe:
     """One step's piece, compiled alone: what it is, how to build it, what it must give."""

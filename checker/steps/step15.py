@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -328,25 +327,20 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
                  rounds: int = 2) -> dict[str, float]:
     """Decode tokens/s of each run (name -> callable), interleaved, the best of `rounds` kept."""
-    prompt = np.random.default_rng(0).integers(0, min(config.vocab_size, 400), prompt_length).tolist()
-    from max.experimental.tensor import Tensor
+    from checker.diagnosis.compiled import greedy_with_cache
 
+    prompt = np.random.default_rng(0).integers(0, min(config.vocab_size, 400), (1, prompt_length))
     rates: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
-            logits, *cache = run(Tensor.from_dlpack(np.array([prompt], np.int64)), *empty_cache(config, 1))
-            token = np.array([[int(np.from_dlpack(logits)[0].argmax())]], np.int64)
-            started = time.perf_counter()
-            for _ in range(steps):
-                logits, *cache = run(Tensor.from_dlpack(token), *cache)
-                token = np.array([[int(np.from_dlpack(logits)[0].argmax())]], np.int64)
-            rates[name].append(steps / (time.perf_counter() - started))
+            _, seconds = greedy_with_cache(run, empty_cache(config, 1), prompt, steps)
+            rates[name].append(steps / seconds)
     return {name: max(r) for name, r in rates.items()}
 
 
 def timing_part(prefill, both, empty_cache, config) -> Part:
     """A report of speed: never fails (timings vary with the machine and its load)."""
-    from bench.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
 
     rates = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
     per_token = weight_bytes_per_token(config)
