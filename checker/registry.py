@@ -6,7 +6,11 @@ reads what was registered; it never imports a step's module.
     register(Adapter("12", ("encode_text", ...), check))   a check for files of another layout
     steps()  -> {"01": Step, ...}  step("07") -> Step     adapters() -> [Adapter, ...]
 
-A new step's check is a new module in checker/steps/ that calls `register`; nothing else changes.
+A new step's check is a new module in checker/steps/ that calls `register`: no machinery module
+changes. The course around it does: its place in pyproject.toml's step-order contract (above the
+steps it builds on; tests/test_imports.py fails until it is there), its mistakes injected in
+tests/injections.py and listed in the README (tests/test_catalogue.py), its hints in
+checker/hints.py, a solution, a skeleton and a `pixi run sNN` task.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class Step:
     catalogue: list  # the Mistakes its check can name (checker.catalogue)
     reads: tuple[str, ...] = ()  # the names its check reads in a file: this course's and the online book's
     prepare: Callable | None = None  # prepare(checkpoint): its references, computed before the check
-    probe: object = None  # its piece compiled alone (checker.diagnosis.compiled.Probe), for the diagnosis
+    probe: object = None  # optional: its piece compiled alone (checker.diagnosis.compiled.Probe), for the diagnosis
     compiles_in_check: bool = False  # its own check compiles its piece too (`pixi run sNN` names it)
 
 

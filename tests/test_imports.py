@@ -47,6 +47,21 @@ def test_an_earlier_step_importing_a_later_one_breaks_the_contract(tmp_path):
     assert done.returncode == 1 and "checker.steps.step03 -> checker.steps.step09" in done.stdout, done.stdout
 
 
+def test_every_step_module_has_its_place_in_the_step_order():
+    """A new module in checker/steps/ must be placed in the step-order contract, or that contract
+    would not hold it."""
+    import pkgutil
+    import tomllib
+
+    import checker.steps
+
+    contract = next(c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+                    ["contracts"] if c.get("containers") == ["checker.steps"])
+    placed = {name.strip() for layer in contract["layers"] for name in layer.split(":")}
+    modules = {m.name for m in pkgutil.iter_modules(checker.steps.__path__)}
+    assert modules == placed, f"place {sorted(modules - placed)} in pyproject.toml's step-order contract"
+
+
 def test_no_import_circles():
     import grimp
 

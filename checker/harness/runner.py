@@ -1,9 +1,13 @@
 """What every step's check does: import the learner's file, run each part,
 compare it with the reference, and collect the verdicts into a Report.
 
-A step's check module builds a `StepRun`, then calls `run_part` once per part
-with the learner's callable, its inputs and the reference output. Inputs that
-are numpy arrays become MAX tensors; the result must come back as a MAX tensor.
+A step's check module builds a `StepRun`, imports the learner's file with
+`import_step` and takes what it needs with `need`, then calls `run_part` once
+per part with the learner's callable, its inputs and the reference output
+(inputs that are numpy arrays become MAX tensors; the result must come back as
+a MAX tensor). A part that is not one tensor against a reference calls the
+learner's code through `call` (time limit, errors worded for the learner) and
+records its verdict with `add(Part(...))`. `finish` closes the report.
 """
 
 from __future__ import annotations
@@ -47,7 +51,13 @@ def prepare(step: str, checkpoint: Checkpoint) -> None:
 
 
 class StepRun:
-    """One check of one step file: its parts, in order, and the report they make."""
+    """One check of one step file: its parts, in order, and the report they make.
+
+    step, what   the report's title: "Step 07 · GPT2MultiHeadAttention · steps/step_07.py"
+    checkpoint   the weights the references come from (named in the report's first line)
+    inputs       the report's "Input:" line: what the check feeds the learner's code
+    parts        every part's name, in order: those never reached are reported as skipped
+    """
 
     def __init__(self, step: str, what: str, path: Path, checkpoint: Checkpoint, inputs: str,
                  parts: list[str], *, timeout: float):
