@@ -89,6 +89,19 @@ class StepRun:
                                           f"{'; '.join(lines)}")
         return module
 
+    def import_functions(self, names: tuple[str, ...], checkpoint: Checkpoint) -> tuple[ModuleType, dict] | None:
+        """The learner's module and {name: what it defines} for each of `names`, then the "earlier
+        steps" part (checker.harness.deps); None when the file does not import or lacks one of them,
+        each reason recorded (the check then finishes: "needs ...")."""
+        from checker.harness.deps import earlier_steps_part
+
+        step = self.import_step()
+        fns = step and {name: self.need(step, name) for name in names}
+        if not fns or None in fns.values():
+            return None
+        self.add(earlier_steps_part(step, checkpoint, timeout=self.timeout))
+        return step, fns
+
     def need(self, module: ModuleType, name: str, book: tuple[str, str] | None = None):
         """`module.name`, or None after recording that it is missing.
 

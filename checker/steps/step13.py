@@ -29,7 +29,7 @@ from checker.references.attention_np import merge_heads, softmax, split_heads
 from checker.references.block_np import Model
 from checker.reporting.compare import DECODE, WHOLE_MODEL, Mistake, compare
 from checker.diagnosis.compiled import compile_with_cache, diagnose, load_gpt2
-from checker.harness.deps import earlier_steps_part, used_modules
+from checker.harness.deps import used_modules
 from checker.running.learner import LearnerError
 from checker.running.loading import require_module
 from checker.references.reference import EXTRA_TOKENS, NEW_TOKENS, PROMPT, activations, greedy_continuation, long_sequences
@@ -149,11 +149,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("13", "KV cache", path, checkpoint,
                   f"the check's 2 sequences x 10 tokens, then {EXTRA_TOKENS} more one at a time; float32, "
                   f"logits {WHOLE_MODEL} (compiled, token by token: {DECODE})", PARTS, timeout=timeout)
-    step = run.import_step()
-    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
-    if not fns or None in fns.values():
+    if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
-    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    step, fns = opened
     run.add(_empty_cache_part(run, fns["empty_cache"], config))
     model = _model(run, used_modules(step).get("11"), checkpoint)
 

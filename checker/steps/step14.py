@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.reporting.compare import CORRECT_MARGIN, EXACT, WHOLE_MODEL, Mistake, compare
-from checker.harness.deps import earlier_steps_part, used_modules
+from checker.harness.deps import used_modules
 from checker.running.learner import LearnerError
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.harness.runner import StepRun
@@ -257,11 +257,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                   f"float32, logits {WHOLE_MODEL}" if serve else f"ragged batches of 3-4 requests (prompts and "
                   f"decodes mixed); float32, logits {WHOLE_MODEL}; no server (GPT2_CHECK_SERVE=0)", parts,
                   timeout=timeout)
-    step = run.import_step()
-    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
-    if not fns or None in fns.values():
+    if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
-    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    step, fns = opened
     _positions_part(run, fns["ragged_positions"])
     eleven = used_modules(step).get("11")
     if eleven is None:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.reporting.compare import DECODE, Mistake, Tolerance, compare
-from checker.harness.deps import earlier_steps_part, used_modules
+from checker.harness.deps import used_modules
 from checker.running.learner import LearnerError
 from checker.running.mojo import REPEATS, case_arrays, run_probe
 from checker.reporting.report import FAIL, PASS, Part, Report
@@ -140,11 +140,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("15", "your Mojo kernel in decode", path, checkpoint,
                   f"{len(kernel_cases(config))} matvec shapes (remainders, then GPT-2's products), {REPEATS} runs "
                   f"each, {KERNEL}; then {NEW_TOKENS} greedy decode steps, logits {DECODE}", PARTS, timeout=timeout)
-    step = run.import_step()
-    fns = step and {name: run.need(step, name) for name in FUNCTIONS}
-    if not fns or None in fns.values():
+    if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
-    run.add(earlier_steps_part(step, checkpoint, timeout=timeout))
+    step, fns = opened
     kernel = _kernel_part(run, path, config)
     if kernel.status != PASS:
         return run.finish("runs once the kernel passes")
