@@ -37,6 +37,7 @@ def _passing_step(step: str, solutions: bool, checkpoint, *, use: str, otherwise
     """Your step `step` module if it passes its check (from the verdict cache, or checked now), else None
     after saying why (`otherwise`: what the text comes from then). `skeleton_stop(module)`, when given,
     is called before a first check: a skeleton raises there, before the whole check runs."""
+    import checker.steps  # noqa: F401  (every step registers its check: the verdicts read them)
     from checker.harness import verdicts
     from checker.running.learner import LearnerError, import_step
     from checker.paths import shown, step_file
@@ -172,6 +173,7 @@ def _compare(checkpoint, prompt: str, prompt_ids: list[int], ours: list[int], to
 
 def _diagnose(eleven, checkpoint, error=None) -> None:
     """Names the step whose piece differs from transformers, compiled as here (checker.diagnosis.compiled.diagnose)."""
+    import checker.steps  # noqa: F401  (every step registers its check and its compiled probe)
     from checker.diagnosis.compiled import diagnose
     from checker.harness.deps import used_modules
     from checker.references.reference import activations

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from checker.paths import REPO, finished_step
+import checker.steps  # noqa: F401  (every step registers its check)
 from checker import registry
 
 

@@ -51,7 +51,7 @@ def decode_variants(checkpoint) -> None:
 
     from bench.kernel import linears_on_kernel, matvec
     from bench.kv_cache import greedy
-    from checker.steps.step11 import stored_tensors
+    from checker.running.loading import stored_tensors
     from checker.diagnosis.compiled import compile_with_cache
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
     from solutions.solution_13 import GPT2WithCache

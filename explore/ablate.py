@@ -39,7 +39,7 @@ class Ablation:
     def __init__(self, model_cls, load_hf_weights, checkpoint, layer: int):
         from max.experimental import functional as F
 
-        from checker.steps.step11 import stored_tensors
+        from checker.running.loading import stored_tensors
 
         self.tensors = stored_tensors(checkpoint)
         self.name = f"transformer.h.{layer}.attn.c_proj.weight"  # Conv1D: [in, out]; head h owns rows h*D..

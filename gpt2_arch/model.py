@@ -50,6 +50,7 @@ def learner_model(kv_params, checkpoint_dir: Path):
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
+    import checker.steps  # noqa: F401  (every step registers its check: used_modules places files by them)
     from checker.harness.deps import used_modules
     from checker.running.learner import LearnerError, import_step
     from checker.references.weights import MODEL_FILE, learner_config
