@@ -7,45 +7,49 @@ name the modules), and look for import circles with grimp, the graph import-lint
 
 import shutil
 import subprocess
-import sys
 import tomllib
 
 from checker.paths import REPO
+from tests.conftest import run_python
 
-LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command; "
-        "sys.exit(lint_imports_command())", "--no-cache"]
+LINT = ["-c", "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())",
+        "--no-cache"]
 
 
-def _copy(tmp_path):
-    """A copy of the checker package and pyproject.toml, importable from `tmp_path` first."""
+def _copy(tmp_path) -> dict:
+    """A copy of the checker package and pyproject.toml; run_python's arguments to run from it first."""
     shutil.copytree(REPO / "checker", tmp_path / "checker", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    return dict(cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "HOME": str(tmp_path)})
+    return dict(cwd=tmp_path, timeout=300, env={"PYTHONPATH": str(tmp_path)})
+
+
+def _contracts() -> list[dict]:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def _lint_with(tmp_path, module: str, line: str) -> subprocess.CompletedProcess:
+    """`lint-imports` on a copy of the checker where `line` is added at the end of `module`."""
+    run = _copy(tmp_path)
+    path = tmp_path / f"{module.replace('.', '/')}.py"
+    path.write_text(path.read_text() + f"\n{line}  # noqa: E402\n")
+    return run_python(*LINT, **run)
 
 
 def test_the_contracts_hold():
-    done = subprocess.run(LINT, cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = run_python(*LINT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    assert len(contracts) == 4 and f"{len(contracts)} kept, 0 broken" in done.stdout
+    assert len(_contracts()) == 4 and "4 kept, 0 broken" in done.stdout
 
 
 def test_an_import_that_goes_up_breaks_the_contract(tmp_path):
-    run = _copy(tmp_path)
-    compare = tmp_path / "checker" / "reporting" / "compare.py"
-    compare.write_text(compare.read_text() + "\nfrom checker.steps import step07  # noqa: E402\n")
-    done = subprocess.run(LINT, **run)
+    done = _lint_with(tmp_path, "checker.reporting.compare", "from checker.steps import step07")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "checker.reporting.compare -> checker.steps.step07" in done.stdout
     assert "the checker's imports go only down BROKEN" in done.stdout
 
 
 def test_an_earlier_step_importing_a_later_one_breaks_the_contract(tmp_path):
-    run = _copy(tmp_path)
-    step = tmp_path / "checker" / "steps" / "step03.py"
-    step.write_text(step.read_text() + "\nfrom checker.steps.step09 import CATALOGUE  # noqa: E402\n")
-    done = subprocess.run(LINT, **run)
+    done = _lint_with(tmp_path, "checker.steps.step03", "from checker.steps.step09 import CATALOGUE")
     assert done.returncode == 1 and "checker.steps.step03 -> checker.steps.step09" in done.stdout, done.stdout
 
 
@@ -56,18 +60,14 @@ def test_every_step_module_has_its_place_in_the_step_order():
 
     import checker.steps
 
-    contract = next(c for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
-                    ["contracts"] if c.get("containers") == ["checker.steps"])
+    contract = next(c for c in _contracts() if c.get("containers") == ["checker.steps"])
     placed = {name.strip() for layer in contract["layers"] for name in layer.replace("|", ":").split(":")}
     modules = {m.name for m in pkgutil.iter_modules(checker.steps.__path__)}
     assert modules == placed, f"place {sorted(modules - placed)} in pyproject.toml's step-order contract"
 
 
-def test_step_14_importing_step_15_breaks_their_independence(tmp_path):
-    run = _copy(tmp_path)
-    step = tmp_path / "checker" / "steps" / "step15.py"
-    step.write_text(step.read_text() + "\nfrom checker.steps.step14 import CATALOGUE as _  # noqa: E402\n")
-    done = subprocess.run(LINT, **run)
+def test_step_15_importing_step_14_breaks_their_independence(tmp_path):
+    done = _lint_with(tmp_path, "checker.steps.step15", "from checker.steps.step14 import CATALOGUE as _")
     assert done.returncode == 1 and "checker.steps.step15 -> checker.steps.step14" in done.stdout, done.stdout
 
 
@@ -122,9 +122,9 @@ def test_a_new_step_is_its_module_alone(tmp_path):
     step a file is, and its check) all find it, and no machinery module changed."""
     run = _copy(tmp_path)
     (tmp_path / "checker" / "steps" / "step16.py").write_text(THROWAWAY)
-    done = subprocess.run([sys.executable, "-c", USE], **run)
+    done = run_python("-c", USE, **run)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].endswith("'15', '16']") and "| `answer-wrong` | answer is not 42 | set answer = 42 |" in done.stdout
     assert "step_16.py 16 True" in lines and "other.py 16 False" in lines
-    assert subprocess.run(LINT, **run).returncode == 0
+    assert run_python(*LINT, **run).returncode == 0

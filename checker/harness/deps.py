@@ -90,13 +90,14 @@ def earlier_steps_part(module: ModuleType, checkpoint, *, timeout: float) -> Par
     steps 10 uses are already known: each earlier step is checked once, and judged as when checked alone.
     """
     global _found
+    checked = registry.steps()
     outermost = _found is None
     if outermost:
         _found = {}
     verdicts: dict[Used, dict] = {}
     try:
         for u in uses(module):
-            if u.step in registry.steps():
+            if u.step in checked:
                 key = (u.step, str(u.path))
                 if key not in _found:
                     _found[key] = _verdict(u.step, u.path, checkpoint, timeout)

@@ -110,15 +110,14 @@ def place(path: Path, number: str | None = None) -> Placement:
         step, adapter = steps[-1], None
     else:
         step, adapter = max((others[n] for n in names if n in others), key=lambda o: o[0])
-    return Placement(step, adapter, _header(path, number, step, names))
+    return Placement(step, adapter, _header(path, number, step, names, reads, others))
 
 
-def _header(path: Path, number: str | None, step: str, names: set[str]) -> str:
+def _header(path: Path, number: str | None, step: str, names: set[str], reads: dict, others: dict) -> str:
     book = FEBRUARY.get(number or "")
     if book and book[1] == step:
         return f"Layout: the online book's February 2026 step {number} ({book[0]}) is {book[2]}"
-    reads = _reads()
-    known = ", ".join(sorted(names.intersection({*reads.get(step, ()), *_others()})))
+    known = ", ".join(sorted(names.intersection({*reads.get(step, ()), *others})))
     own = f", not {' or '.join(reads[number])} (step {number}'s)" if number in reads else ""
     return f"Layout: {shown(path)} defines {known}{own}: checked as step {step}, the step of {known}"
 

@@ -100,4 +100,4 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     return run.finish()
 
 
-register(Step("01", check, CATALOGUE, reads=('GPT2Config',), prepare=prepare))
+register(Step("01", check, CATALOGUE, reads=("GPT2Config",), prepare=prepare))

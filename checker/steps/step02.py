@@ -108,9 +108,11 @@ def _probe_module(step, checkpoint, run):
     return wrapping(forward)
 
 
-PROBE = Probe("02", "causal_mask", _probe_module, lambda refs: [(np.zeros(MASK_SCORES, np.float32), (BATCH, HEADS, SEQ, SEQ))],
+PROBE = Probe("02", "causal_mask", _probe_module,
+              lambda refs: [(np.zeros(MASK_SCORES, np.float32), (BATCH, HEADS, SEQ, SEQ))],
               lambda refs: np.broadcast_to(mask(MASK_SCORES[-1], 0), MASK_SCORES),
               ("sequences", "heads", "queries", "keys"), EXACT, lambda refs: [(MASK_LOST, np.zeros(MASK_SCORES))])
 
 
-register(Step("02", check, CATALOGUE, reads=('causal_mask',), prepare=prepare, probe=PROBE, compiles_in_check=True))
+register(Step("02", check, CATALOGUE,
+              reads=("causal_mask",), prepare=prepare, probe=PROBE, compiles_in_check=True))

@@ -97,4 +97,4 @@ PROBE = Probe("03", "LayerNorm", _probe_module, lambda r: [(r["block_in"], TOKEN
               ("sequences", "positions", ""))
 
 
-register(Step("03", check, CATALOGUE, reads=('LayerNorm',), probe=PROBE))
+register(Step("03", check, CATALOGUE, reads=("LayerNorm",), probe=PROBE))

@@ -92,4 +92,4 @@ PROBE = Probe("04", "GPT2MLP", _probe_module, lambda r: [(r["ln_2"], TOKENS)], l
               ("sequences", "positions", ""))
 
 
-register(Step("04", check, CATALOGUE, reads=('GPT2MLP',), probe=PROBE))
+register(Step("04", check, CATALOGUE, reads=("GPT2MLP",), probe=PROBE))

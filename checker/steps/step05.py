@@ -68,4 +68,4 @@ PROBE = Probe("05", "GPT2TokenEmbedding", table_module("GPT2TokenEmbedding", "wt
               lambda r: [(r["ids"], (BATCH, SEQ))], lambda r: r["wte"], ("sequences", "positions", ""))
 
 
-register(Step("05", check, CATALOGUE, reads=('GPT2TokenEmbedding', 'GPT2Embeddings'), probe=PROBE))
+register(Step("05", check, CATALOGUE, reads=("GPT2TokenEmbedding", "GPT2Embeddings"), probe=PROBE))

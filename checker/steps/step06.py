@@ -78,4 +78,4 @@ PROBE = Probe("06", "GPT2PositionEmbedding", table_module("GPT2PositionEmbedding
               lambda r: [(r["ids"], (BATCH, SEQ))], lambda r: r["wpe"], ("positions", ""))
 
 
-register(Step("06", check, CATALOGUE, reads=('GPT2PositionEmbedding', 'GPT2PositionEmbeddings'), probe=PROBE))
+register(Step("06", check, CATALOGUE, reads=("GPT2PositionEmbedding", "GPT2PositionEmbeddings"), probe=PROBE))

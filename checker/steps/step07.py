@@ -302,4 +302,4 @@ PROBE = Probe("07", "GPT2MultiHeadAttention", _probe_module, lambda r: [(r["ln_1
               ("sequences", "positions", ""), ONE_LAYER, _probe_mistakes)
 
 
-register(Step("07", check, CATALOGUE, reads=('GPT2MultiHeadAttention',), probe=PROBE, compiles_in_check=True))
+register(Step("07", check, CATALOGUE, reads=("GPT2MultiHeadAttention",), probe=PROBE, compiles_in_check=True))

@@ -104,4 +104,4 @@ PROBE = Probe("08", "residual_step", _probe_module, lambda r: [(r["block_in"], T
               ("sequences", "positions", ""))
 
 
-register(Step("08", check, CATALOGUE, reads=('residual_step', 'apply_residual_connection'), probe=PROBE))
+register(Step("08", check, CATALOGUE, reads=("residual_step", "apply_residual_connection"), probe=PROBE))

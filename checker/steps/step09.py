@@ -83,4 +83,4 @@ PROBE = Probe("09", "GPT2Block", _probe_module, lambda r: [(r["block_in"], TOKEN
               ("sequences", "positions", ""))
 
 
-register(Step("09", check, CATALOGUE, reads=('GPT2Block',), probe=PROBE))
+register(Step("09", check, CATALOGUE, reads=("GPT2Block",), probe=PROBE))

@@ -103,4 +103,4 @@ PROBE = Probe("10", "GPT2Model", _probe_module, lambda r: [(r["ids"], (BATCH, SE
               ("sequences", "positions", ""), WHOLE_MODEL)
 
 
-register(Step("10", check, CATALOGUE, reads=('GPT2Model', 'MaxGPT2Model'), probe=PROBE))
+register(Step("10", check, CATALOGUE, reads=("GPT2Model", "MaxGPT2Model"), probe=PROBE))

@@ -256,4 +256,4 @@ def _compiled_part(run: StepRun, step, model, checkpoint: Checkpoint, refs: dict
         "compiles it", *diagnose(used_modules(step), checkpoint, refs, run)], margin=worst.margin)
 
 
-register(Step("11", check, CATALOGUE, reads=('GPT2LMHeadModel', 'MaxGPT2LMHeadModel')))
+register(Step("11", check, CATALOGUE, reads=("GPT2LMHeadModel", "MaxGPT2LMHeadModel")))

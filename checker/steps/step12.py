@@ -450,4 +450,5 @@ def _check_book(run: StepRun, step, checkpoint: Checkpoint, prompt: list[int], w
     return run.finish()
 
 
-register(Step("12", check, CATALOGUE, reads=('generate', 'next_token', 'generate_tokens', 'generate_next_token'), prepare=prepare))
+register(Step("12", check, CATALOGUE,
+              reads=("generate", "next_token", "generate_tokens", "generate_next_token"), prepare=prepare))

@@ -420,4 +420,5 @@ def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpo
             added.details.append("generate_with_cache's loop fails the generate part: fix that first")
 
 
-register(Step("13", check, CATALOGUE, reads=('GPT2WithCache', 'generate_with_cache', 'attention_with_cache', 'empty_cache'), prepare=prepare))
+register(Step("13", check, CATALOGUE,
+              reads=("GPT2WithCache", "generate_with_cache", "attention_with_cache", "empty_cache"), prepare=prepare))
