@@ -17,6 +17,11 @@ The same tokens: every request's text equals transformers' greedy ids decoded (c
 the argmax taken over the tokenizer's ids as max serve's sampler does (the stand-ins' tokenizers are
 smaller than the model), and the server's usage counts every new token asked for.
 
+Then an evaluation harness's scoring: SCORED prompts, each asked for the log-probability of every
+prompt token (`echo`, `max_tokens` 0, `logprobs` 1: what lm-evaluation-harness sends for a
+log-likelihood), the largest number of streams in flight; the wall time, and the largest difference
+from transformers' log_softmax on the same tokens.
+
 Why not `max benchmark`: for /v1/completions it counts the tokens of a request by re-tokenizing the
 streamed text (the server's usage is asked for on /v1/chat/completions only, which needs a chat
 template GPT-2 has not), and on the stand-ins' tokenizer that count is wrong (62 counted for 16 made).
@@ -44,6 +49,7 @@ class Load:
 
 FULL = Load(streams=(1, 4, 16), prompt_tokens=32, new_tokens=64, rounds=2)
 TINY = Load(streams=(1, 2), prompt_tokens=8, new_tokens=8, rounds=1)  # the test suite's: the machinery, quickly
+SCORED = 64  # prompts scored with echo (FULL; TINY scores 4)
 GOALS = dict(scaling=4.0, against_transformers=1.2)  # at 16 streams: x one stream's tokens/s; x transformers'
 
 
@@ -160,6 +166,36 @@ def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: 
     return asyncio.run(_served_level(url, streams, requests, new_tokens))
 
 
+async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[float, list[list[float | None]]]:
+    from openai import AsyncOpenAI
+
+    from checker.running.server import MODEL
+
+    gate = asyncio.Semaphore(streams)
+
+    async def one(prompt):
+        async with gate:
+            answer = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=0, echo=True,
+                                                     logprobs=1, temperature=0)
+            return answer.choices[0].logprobs.token_logprobs
+
+    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600) as client:
+        began = time.perf_counter()
+        got = await asyncio.gather(*(one(p) for p in requests))
+        return time.perf_counter() - began, got
+
+
+def prompt_logprobs(model, requests: list[list[int]]) -> list[np.ndarray]:
+    """transformers' log-probability of each prompt token after the first (log_softmax of the row before)."""
+    import torch
+
+    out = []
+    for ids in requests:
+        lp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1).numpy()
+        out.append(np.array([lp[i - 1, ids[i]] for i in range(1, len(ids))]))
+    return out
+
+
 # --- both, side by side ------------------------------------------------------------------------------
 
 
@@ -178,6 +214,8 @@ def measure(checkpoint, load: Load = FULL) -> dict:
     work = {s: prompts(ids, (load.rounds + 1) * s, load.prompt_tokens, seed=s) for s in load.streams}
     torch.set_grad_enabled(False)
     hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
+    scored = prompts(ids, SCORED if load is FULL else 4, load.prompt_tokens, seed=64)
+    scored_want = prompt_logprobs(hf, scored)
     theirs = {}
     for s in load.streams:  # the first round of prompts warms up
         transformers_level(hf, vocab, [work[s][:s]], load.new_tokens)
@@ -194,8 +232,14 @@ def measure(checkpoint, load: Load = FULL) -> dict:
             exact = sum(r.tokens == load.new_tokens for r in runs)
             levels.append(dict(streams=s, served=ours, transformers=theirs[s][0], same_text=same, exact_length=exact))
             print(f"max serve, {s} streams: {ours['tokens_per_s']:.1f} tokens/s", file=sys.stderr, flush=True)
+        seconds, got = asyncio.run(_scored(server.url, max(load.streams), scored))
         started = server.started_in
-    return dict(load=asdict(load), server_start_s=started, levels=levels)
+    whole = all(g[0] is None and len(g) == len(w) + 1 for g, w in zip(got, scored_want))
+    worst = max(float(np.abs(np.array(g[1:], dtype=np.float64) - w).max()) for g, w in zip(got, scored_want)) \
+        if whole else float("nan")
+    scoring = dict(prompts=len(scored), prompt_tokens=load.prompt_tokens, in_flight=max(load.streams), seconds=seconds,
+                   max_abs_diff=worst, every_token_scored=whole)
+    return dict(load=asdict(load), server_start_s=started, levels=levels, scoring=scoring)
 
 
 def report(result: dict) -> str:
@@ -223,11 +267,19 @@ def report(result: dict) -> str:
               f"Every request made exactly {load['new_tokens']} tokens (server usage): "
               f"{'yes' if all(r['exact_length'] == r['served']['requests'] for r in result['levels']) else 'NO'}. "
               f"max serve was ready after {result['server_start_s']:.0f} s."]
+    sc = result["scoring"]
+    lines += ["", f"Scoring (echo, max_tokens 0, logprobs 1): {sc['prompts']} prompts of {sc['prompt_tokens']} tokens, "
+                  f"{sc['in_flight']} in flight, in {sc['seconds']:.1f} s ({sc['prompts'] / sc['seconds']:.1f} prompts/s); "
+                  f"every prompt token scored: {'yes' if sc['every_token_scored'] else 'NO'}; largest difference "
+                  f"from transformers' log_softmax {sc['max_abs_diff']:.1e}."]
     return "\n".join(lines)
 
 
 def same_tokens(result: dict) -> bool:
-    return all(r["same_text"] == r["served"]["requests"] == r["exact_length"] for r in result["levels"])
+    """Every request's text is transformers', and every scored prompt's log-probabilities are (to 1e-3)."""
+    scoring = result["scoring"]
+    return all(r["same_text"] == r["served"]["requests"] == r["exact_length"] for r in result["levels"]) and \
+        scoring["every_token_scored"] and scoring["max_abs_diff"] < 1e-3
 
 
 def main(checkpoint, machine: dict, json_path: Path, load: Load = FULL) -> int:

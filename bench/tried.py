@@ -16,6 +16,7 @@ warm-up, the variants interleaved; the greedy tokens of each variant are compare
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -129,7 +130,8 @@ def layouts(config, repeats: int = 30) -> None:
               f"{ms[1]:.2f} ms | {ms[2]:.2f} ms | outputs within {worst:.1e} |")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m bench.tried", description=__doc__.split("\n\n")[0]).parse_args(argv)
     import checker  # noqa: F401  (MAX's executor setting)
     from bench.__main__ import cpu
     from checker.references.weights import checkpoint_for_command

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from checker import paths  # standard library only: safe before the packages are checked
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(
             f"Missing Python package(s): {', '.join(missing)}. Install the course's packages with "
-            "`pixi install`, or in your venv (from the repository root): `pip install -e .`",
+            f"`pixi install`, or in your venv (from the repository root): `{paths.INSTALL}`",
             file=sys.stderr,
         )
         return 2
@@ -64,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no check for step {step} yet (have: {', '.join(registry.steps())})")
 
     from checker.harness import layout
-    from checker import paths
     from checker import warmup
     from checker.reporting.report import use_color
     from checker.references.weights import WeightsError, find_checkpoint

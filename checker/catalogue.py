@@ -10,6 +10,7 @@ require the check to fail and to name it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from checker.reporting.compare import Mistake
@@ -32,5 +33,13 @@ def markdown(steps) -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checker.catalogue", description=__doc__.split("\n\n")[0])
+    parser.add_argument("steps", nargs="*", help="the steps to list (default: all)")
+    args = parser.parse_args(argv)
+    print(markdown([a.zfill(2) for a in args.steps] or list(registry.steps())))
+    return 0
+
+
 if __name__ == "__main__":
-    print(markdown([a.zfill(2) for a in sys.argv[1:]] or list(registry.steps())))
+    sys.exit(main())

@@ -271,7 +271,10 @@ HINTS: dict[str, dict[str, list[str]]] = {
                   f"scale) attends (https://docs.modular.com/max/api/python/nn/kernels/); F.gather "
                   f"({api('F.gather')}) picks rows.",
                   "layer_idx = a uint32 scalar Tensor equal to the block's index; MHAMaskVariant.CAUSAL_MASK; "
-                  "scale 1 / sqrt(head_dim); logits from the row before each input_row_offsets[1:]."],
+                  "scale 1 / sqrt(head_dim); then ln_f and the tied head on every row, as step 11 does."],
+        "last": ["Request b's rows run from offsets[b] up to, not including, offsets[b + 1].",
+                 f"Slicing a Tensor (offsets[1:]) and F.cast ({api('F.cast')}) to int64.",
+                 "The row before each offsets[1:]: offsets[1:] - 1, as int64."],
         "served": ["The served model is your GPT2Paged with all blocks: what passes above serves; a difference "
                    "here is in what max serve hands your model that the check's batches did not.",
                    "max serve's log for the check's server is in .cache/serve-<port>.log; `pixi run serve` "
@@ -326,7 +329,7 @@ SOURCES: dict[str, dict[str, str]] = {
     "13": {"empty": "empty_cache", "attention": "attention_with_cache", "model": "GPT2WithCache.forward",
            "compiled": "attention_with_cache", "generate": "generate_with_cache", "eos": "generate_with_cache",
            "seeded": "generate_with_cache"},
-    "14": {"ragged": "ragged_positions", "paged": "GPT2Paged.forward", "served": "paged_attention"},
+    "14": {"ragged": "ragged_positions", "last": "last_rows", "paged": "GPT2Paged.forward", "served": "paged_attention"},
     "15": {"kernel": "matvec", "decode": "GPT2WithKernel.forward", "timing": "KernelLinear.forward"},
 }
 STATE = paths.REPO / ".cache" / "hints.json"

@@ -13,6 +13,7 @@ Plain `max.graph`, no course code: x [H, T, T] (zeros) + (a[1, T] - b[T, 1]).
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import numpy as np
@@ -41,7 +42,8 @@ def outer_difference(symbolic: bool, T: int = 4) -> tuple[np.ndarray, np.ndarray
     return got, x + (a[None, :] - b[:, None])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m checker.max_bugs", description=__doc__.split("\n\n")[0]).parse_args(argv)
     from importlib.metadata import version
 
     print(f"MAX {version('max')}: x[H, T, T] + (a[1, T] - b[T, 1]), a = 0, 10, 20, 30; "

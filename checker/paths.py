@@ -10,6 +10,11 @@ SOLUTIONS = REPO / "solutions"
 WEIGHTS = REPO / "weights"
 CACHE = REPO / ".cache"  # reference outputs and stamps; safe to delete
 
+# The pip set-up, from the repository root (README's "Set up"; .ci/run runs the same lines): a venv, then
+# every package at the version requirements.lock pins, then the course itself (editable, nothing more).
+VENV = "python3.13 -m venv .venv && . .venv/bin/activate"
+INSTALL = "pip install -r requirements.lock && pip install --no-deps -e ."
+
 
 def step_file(step: str, *, solution: bool = False) -> Path:
     """`steps/step_NN.py`, or `solutions/solution_NN.py` with `solution=True`."""

@@ -10,6 +10,7 @@ still a TODO.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from checker.paths import step_file
@@ -61,7 +62,8 @@ def table(found: dict[str, tuple[str, str] | None]) -> str:
     return "\n".join(lines + ["", bar(done)])
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m checker.progress", description=__doc__.split("\n\n")[0]).parse_args(argv)
     import checker  # noqa: F401  (MAX's executor setting)
     from checker.warmup import quiet_max_logs
     from checker.references.weights import checkpoint_for_command

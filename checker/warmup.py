@@ -14,6 +14,7 @@ compiles it on first use, and `announce_compiles` says so while it happens.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import subprocess
@@ -160,7 +161,10 @@ def announce_compiles() -> None:
     gc_compile.compile_single_target = announced
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # a worker: compiles the kernels of the ops named
+    _ops = argparse.ArgumentParser(prog="python -m checker.warmup", description="Compiles MAX's eager kernels "
+                                   "for these ops (the checks start two such workers themselves).")
+    _ops.add_argument("ops", nargs="+", choices=sorted(COST))
     quiet_max_logs()
-    for name in sys.argv[1:]:
+    for name in _ops.parse_args().ops:
         _run_op(name)

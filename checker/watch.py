@@ -11,6 +11,7 @@ so only what you touched is checked again. Files are watched with watchdog
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def show(step: str, checkpoint, note: str) -> bool:
     return False
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(prog="python -m checker.watch", description=__doc__.split("\n\n")[0]).parse_args(argv)
     import checker  # noqa: F401  (MAX's executor setting)
     from checker.references.weights import checkpoint_for_command
 

@@ -36,8 +36,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  curl {server.url}/v1/completions -H 'Content-Type: application/json' \\\n"
                   f"    -d '{{\"model\": \"{MODEL}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "
                   f"\"temperature\": 0}}'\n")
-            print("Ctrl-C stops the server.", flush=True)
+            print("Ctrl-C stops the server. A request it refuses is shown here, with the reason "
+                  f"(the whole log: {shown(server.log)}).", flush=True)
             while server.process.poll() is None:
+                for reason in server.refusals():
+                    print(f"refused (400): {reason}", file=sys.stderr, flush=True)
                 time.sleep(0.5)
             if server.process.poll() is not None:
                 print(f"max serve stopped (exit code {server.process.returncode}):\n{server.tail()}", file=sys.stderr)

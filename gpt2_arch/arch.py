@@ -5,11 +5,12 @@ from __future__ import annotations
 from max.graph.weights import WeightsFormat
 from max.pipelines.context import TextContext
 from max.pipelines.kv_cache.memory_planner import PagedMemoryPlanner
-from max.pipelines.lib import SupportedArchitecture, TextTokenizer
+from max.pipelines.lib import SupportedArchitecture
 from max.pipelines.modeling.types import PipelineTask
 
 from gpt2_arch.config import GPT2ArchConfig
 from gpt2_arch.model import GPT2BatchProcessor, GPT2PipelineModel
+from gpt2_arch.tokenizer import GPT2Tokenizer
 
 
 gpt2_arch = SupportedArchitecture(
@@ -19,7 +20,7 @@ gpt2_arch = SupportedArchitecture(
     default_encoding=GPT2ArchConfig.DEFAULT_ENCODING,
     supported_encodings=GPT2ArchConfig.SUPPORTED_ENCODINGS,
     pipeline_model=GPT2PipelineModel,
-    tokenizer=TextTokenizer,
+    tokenizer=GPT2Tokenizer,
     context_type=TextContext,
     default_weights_format=WeightsFormat.safetensors,
     config=GPT2ArchConfig,

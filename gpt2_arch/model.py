@@ -4,7 +4,11 @@ The compiled graph takes what MAX's ragged batch processor makes for every batch
 
     tokens [T] int64, return_n_logits [1] int64, input_row_offsets [B+1] uint32, *kv (the paged cache)
 
-and returns each request's next-token logits [B, V] float32.
+and returns every new row's logits [T, V] float32 (the learner's GPT2Paged) with their row offsets
+(input_row_offsets), and each request's next-token logits [B, V], the rows the learner's last_rows
+picks. MAX's serving stack samples from the last, and computes log-probabilities from both: `echo`
+with `logprobs` (an evaluation harness scoring a prompt) reads every prompt row's logits, which MAX
+keeps only when started with --enable-echo (checker.running.server starts it so).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from max.experimental.nn import Module
 from max.nn.kv_cache import KVCacheInputsPerDevice
 from max.pipelines.architectures.llama3_modulev3.batch_processor import Llama3ModuleV3BatchProcessor
 from max.pipelines.context import TextContext
+from max.experimental import functional as F
 from max.pipelines.lib import ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
+from max.pipelines.lib.log_probabilities import LogProbabilitiesMixin
 
 from gpt2_arch.config import GPT2ArchConfig
 
@@ -44,7 +50,8 @@ def checkpoint_folder(model_path: str) -> Path:
 
 
 def learner_model(kv_params, checkpoint_dir: Path):
-    """The learner's GPT2Paged around their step 11 GPT2LMHeadModel, loaded by their load_hf_weights."""
+    """The learner's GPT2Paged around their step 11 GPT2LMHeadModel, loaded by their load_hf_weights, and
+    their last_rows."""
     import json
 
     from max.experimental import functional as F
@@ -64,25 +71,28 @@ def learner_model(kv_params, checkpoint_dir: Path):
     with F.lazy():
         lm = eleven.GPT2LMHeadModel(config)
     eleven.load_hf_weights(lm, load_file(checkpoint_dir / MODEL_FILE))
-    return fourteen.GPT2Paged(lm, kv_params)
+    return fourteen.GPT2Paged(lm, kv_params), fourteen.last_rows
 
 
 class ServedGPT2(Module):
     """The graph MAX's serving stack runs: its inputs unpacked for the learner's GPT2Paged."""
 
-    def __init__(self, paged, kv_params):
+    def __init__(self, paged, last_rows, kv_params):
         self.paged = paged
+        self.last_rows = last_rows
         self.kv_params = kv_params
 
     def forward(self, tokens, return_n_logits, input_row_offsets, *kv_inputs) -> ModuleV3Outputs:
-        del return_n_logits  # one position's logits per request: the next token's
+        del return_n_logits  # every row's logits, always: their offsets are the rows' own
         flat = iter(x._graph_value for x in kv_inputs)
         (kv_collection,) = tree.leaves(self.kv_params.unflatten_kv_inputs(flat), leaf=KVCacheInputsPerDevice)
-        logits = self.paged(tokens, kv_collection, input_row_offsets)  # [B, V]
-        return ModuleV3Outputs(next_token_logits=logits, logits=None, logit_offsets=None, hidden_states=None)
+        logits = self.paged(tokens, kv_collection, input_row_offsets)  # [T, V]
+        last = F.gather(logits, self.last_rows(input_row_offsets), axis=0)  # [B, V]
+        return ModuleV3Outputs(next_token_logits=last, logits=logits, logit_offsets=input_row_offsets,
+                               hidden_states=None)
 
 
-class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
+class GPT2PipelineModel(LogProbabilitiesMixin, ModuleV3PipelineModelWithKVCache[TextContext]):
     """Builds the learner's model from the checkpoint folder and compiles it for ragged batches."""
 
     model_config_cls: ClassVar[type[GPT2ArchConfig]] = GPT2ArchConfig
@@ -91,8 +101,8 @@ class GPT2PipelineModel(ModuleV3PipelineModelWithKVCache[TextContext]):
     def load_model(self):
         model_config = self._create_model_config({})
         self._init_distributed_runtime(model_config)
-        served = ServedGPT2(learner_model(self.kv_params, checkpoint_folder(self.pipeline_config.model.model_path)),
-                            self.kv_params)
+        paged, last_rows = learner_model(self.kv_params, checkpoint_folder(self.pipeline_config.model.model_path))
+        served = ServedGPT2(paged, last_rows, self.kv_params)
         types = self._get_compile_input_types(model_config)
         self._wire_batch_processor(served, model_config)
         return served.compile(*types)

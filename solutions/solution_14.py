@@ -16,7 +16,11 @@ Shapes, with T = new tokens in the whole batch, B = requests, C = n_embd, H = n_
 
     tokens [T] -> wte [T, C] + wpe[positions] [T, C]      positions: per request, after its cache
       -> n_layer x (ln_1 -> paged attention -> + ; ln_2 -> mlp -> +)   [T, C]
-      -> each request's last row [B, C] -> ln_f -> tied head -> logits [B, V]
+      -> ln_f -> tied head -> logits [T, V]: every new row's, as step 11's model gives every position's
+
+The server takes each request's last row (`last_rows`) for its next token, and every row for the
+log-probabilities of a prompt (`echo` with `logprobs`: row t's logits score token t + 1), computing
+log_softmax itself: so the model hands back raw logits, every row, in row order.
 
 Paged attention, per layer: c_attn -> q, k, v [T, H, D]; k and v are written into the request's
 pages (after its cached positions), then every query attends over its own request's positions
@@ -56,6 +60,14 @@ def ragged_positions(num_tokens, input_row_offsets: Tensor, cache_lengths: Tenso
     return rows - first_row + cached
 
 
+def last_rows(input_row_offsets: Tensor) -> Tensor:
+    """Each request's last new row: the one whose logits choose its next token.
+
+    input_row_offsets [B+1] uint32 -> rows [B] int64
+    """
+    return F.cast(input_row_offsets[1:], DType.int64) - 1  # request b ends where b + 1 starts
+
+
 def paged_attention(attn: GPT2MultiHeadAttention, hidden_states: Tensor, kv_collection, kv_params,
                     input_row_offsets: Tensor, layer: int) -> Tensor:
     """Step 07's attention for a ragged batch, keys and values in the paged cache.
@@ -84,7 +96,7 @@ class GPT2Paged(Module):
         self.kv_params = kv_params
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor) -> Tensor:
-        """tokens [T], input_row_offsets [B+1] -> logits [B, V]: each request's next-token scores"""
+        """tokens [T], input_row_offsets [B+1] -> logits [T, V]: every new row's next-token scores"""
         t = self.transformer
         positions = ragged_positions(tokens.shape[0], input_row_offsets, kv_collection.cache_lengths)  # [T]
         x = t.wte(tokens) + F.gather(t.wpe.weight, positions, axis=0)  # [T, C]
@@ -92,6 +104,4 @@ class GPT2Paged(Module):
             x = x + paged_attention(block.attn, block.ln_1(x), kv_collection, self.kv_params,
                                     input_row_offsets, i)
             x = x + block.mlp(block.ln_2(x))
-        last_rows = F.cast(input_row_offsets[1:], DType.int64) - 1  # [B]: each request's last new row
-        last = t.ln_f(F.gather(x, last_rows, axis=0))  # [B, C]
-        return last @ t.wte.weight.T  # tied head: [B, V]
+        return t.ln_f(x) @ t.wte.weight.T  # tied head: [T, V]

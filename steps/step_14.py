@@ -14,8 +14,14 @@ hands your model each batch in its own form:
 
 Shapes, with T = new tokens in the whole batch, B = requests, C = n_embd, H = n_head, D = head_dim:
 
-    tokens [T] -> wte + wpe(positions) [T, C] -> n_layer blocks [T, C] -> each request's last row
-      [B, C] -> ln_f -> tied head -> logits [B, V]: the next token's scores, one row per request
+    tokens [T] -> wte + wpe(positions) [T, C] -> n_layer blocks [T, C] -> ln_f -> tied head
+      -> logits [T, V]: every new row's next-token scores, as step 11's model gives every position's
+
+What the server does with them: for each request it takes its last row's logits (your `last_rows`)
+to choose the next token; and for `echo` with `logprobs` (how evaluation harnesses score a text: the
+log-probability of every prompt token) it reads every prompt row, row t's logits scoring token t + 1.
+The server computes log_softmax itself, so it needs the raw logits of every row, in row order: not
+probabilities, not only the last rows.
 
 MAX operations this step needs (from max.nn.kernels, wrapped for Tensors by F.functional, as
 below): store_k_cache_ragged(kv_collection, key [T, H, D], input_row_offsets, layer_idx) and
@@ -55,6 +61,15 @@ def ragged_positions(num_tokens, input_row_offsets: Tensor, cache_lengths: Tenso
     raise NotImplementedError("step 14: ragged_positions")
 
 
+def last_rows(input_row_offsets: Tensor) -> Tensor:
+    """Each request's last new row: the one whose logits choose its next token.
+
+    input_row_offsets [B+1] uint32 -> rows [B] int64
+    """
+    # TODO: request b owns rows offsets[b] .. offsets[b+1]-1.
+    raise NotImplementedError("step 14: last_rows")
+
+
 def paged_attention(attn: GPT2MultiHeadAttention, hidden_states: Tensor, kv_collection, kv_params,
                     input_row_offsets: Tensor, layer: int) -> Tensor:
     """Your step 07 attention for a ragged batch, keys and values in the paged cache.
@@ -74,8 +89,8 @@ class GPT2Paged(Module):
         self.transformer = None
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor) -> Tensor:
-        """tokens [T], input_row_offsets [B+1] -> logits [B, V]: each request's next-token scores"""
+        """tokens [T], input_row_offsets [B+1] -> logits [T, V]: every new row's next-token scores"""
         # TODO: step 13's forward, ragged: the position embeddings at ragged_positions (rows of wpe's
         #   weight: step 06's module takes a range, not a list of positions), the blocks with
-        #   paged_attention (layer i is layer_idx i), and the logits of each request's last row only.
+        #   paged_attention (layer i is layer_idx i), and every row's logits.
         raise NotImplementedError("step 14: GPT2Paged.forward")

@@ -197,7 +197,7 @@ MACHINE = {t.name: t for t in [
     Trouble("a read-only .cache/ folder", "", "nothing: references are recomputed each time instead of cached"),
     Trouble("Python older than 3.13", "This course needs Python 3.13",
             "use `pixi run`, or make the venv with python3.13"),
-    Trouble("a missing package", "Missing Python package(s)", "`pixi install`, or `pip install -e .` in your venv"),
+    Trouble("a missing package", "Missing Python package(s)", "`pixi install`, or the pip set-up's second line in your venv"),
     Trouble("running from another folder", "", "nothing: paths are found from the repository, not the current folder"),
 ]}
 

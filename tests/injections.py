@@ -247,9 +247,12 @@ INJECTIONS: dict[str, dict[str, tuple]] = {
     "14": {
         "positions-not-offset": ("    return rows - first_row + cached", "    return rows - first_row"),
         "positions-batch-rows": ("    return rows - first_row + cached", "    return rows + cached"),
-        "first-row-logits": ("last_rows = F.cast(input_row_offsets[1:], DType.int64) - 1",
-                             "last_rows = F.cast(input_row_offsets[:-1], DType.int64)"),
+        "last-rows-first": ("return F.cast(input_row_offsets[1:], DType.int64) - 1",
+                            "return F.cast(input_row_offsets[:-1], DType.int64)"),
+        "last-rows-past": ("return F.cast(input_row_offsets[1:], DType.int64) - 1",
+                           "return F.cast(input_row_offsets[1:], DType.int64)"),
         "attention-unscaled": ("scale=1 / math.sqrt(attn.head_dim)", "scale=1.0"),
+        "probabilities-not-logits": ("return t.ln_f(x) @ t.wte.weight.T", "return F.softmax(t.ln_f(x) @ t.wte.weight.T)"),
     },
 }
 

@@ -147,8 +147,11 @@ STYLES: dict[str, dict[str, tuple]] = {
             "device=offsets.device)[None, :], DType.int64)  # [T, B]\n"
             "    first_row = F.sum(owns * starts[None, :], axis=-1).reshape([-1])\n"),
         "scale as head_dim ** -0.5": ("scale=1 / math.sqrt(attn.head_dim)", "scale=attn.head_dim ** -0.5"),
-        "ln_f on every row, then the last rows": (
-            "last = t.ln_f(F.gather(x, last_rows, axis=0))", "last = F.gather(t.ln_f(x), last_rows, axis=0)"),
+        "the head as a matmul with the weight transposed first": (
+            "return t.ln_f(x) @ t.wte.weight.T", "return F.matmul(t.ln_f(x), F.transpose(t.wte.weight, 0, 1))"),
+        "last rows as the next request's start minus one, from a slice": (
+            "return F.cast(input_row_offsets[1:], DType.int64) - 1",
+            "ends = F.cast(input_row_offsets, DType.int64)\n    return ends[1:] - Tensor(1, dtype=DType.int64, device=ends.device)"),
     },
     "15": {
         "each block's four Linears named, not found by walking the modules": (

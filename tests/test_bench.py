@@ -97,6 +97,8 @@ def test_serving_bench_on_a_tiny_load(tmp_path):
             assert side["tokens"] == side["requests"] * TINY.new_tokens and side["tokens_per_s"] > 0
             assert 0 < side["token_p50_ms"] <= side["token_p99_ms"]
     assert "| 2 |" in done.stdout and "goal >= 4x" in done.stdout
+    assert result["scoring"]["prompts"] == 4 and result["scoring"]["every_token_scored"]
+    assert result["scoring"]["max_abs_diff"] < 1e-3 and "Scoring (echo" in done.stdout
 
 
 def test_serving_figures_are_computed_from_the_clocks():
@@ -111,9 +113,12 @@ def test_serving_figures_are_computed_from_the_clocks():
     assert abs(got["token_p50_ms"] - np.median(gaps_ms)) < 1e-6
     assert abs(got["token_p99_ms"] - np.percentile(gaps_ms, 99)) < 1e-6
     level = dict(served=dict(requests=2), same_text=2, exact_length=2)
-    assert same_tokens(dict(levels=[level]))
+    scoring = dict(every_token_scored=True, max_abs_diff=1e-5)
+    assert same_tokens(dict(levels=[level], scoring=scoring))
     for wrong in (dict(same_text=1), dict(exact_length=1)):
-        assert not same_tokens(dict(levels=[{**level, **wrong}]))
+        assert not same_tokens(dict(levels=[{**level, **wrong}], scoring=scoring))
+    for wrong in (dict(every_token_scored=False), dict(max_abs_diff=0.01)):
+        assert not same_tokens(dict(levels=[level], scoring={**scoring, **wrong}))
 
 
 def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):

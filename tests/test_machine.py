@@ -10,6 +10,7 @@ import pytest
 from checker.references import reference
 from checker.references import weights
 from checker.__main__ import main
+from checker.paths import INSTALL
 from checker.references.weights import WeightsError
 from tests.breakage import MACHINE
 from tests.conftest import run_python
@@ -140,7 +141,7 @@ def test_missing_package_says_what_to_install(tmp_path):
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ImportError('No module named tokenizers')\n")
     run = run_python("-m", "checker", "01", env={"PYTHONPATH": str(tmp_path)})
-    assert run.returncode == 2 and says("a missing package") in run.stderr and "pip install -e ." in run.stderr
+    assert run.returncode == 2 and says("a missing package") in run.stderr and INSTALL in run.stderr
     assert "Traceback" not in run.stderr
 
 

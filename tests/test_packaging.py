@@ -58,3 +58,139 @@ def test_tasks_are_plain_python_commands():
         assert (REPO / module.replace(".", "/")).with_suffix(".py").exists() or (
             REPO / module / "__main__.py"
         ).exists() or module in PINNED_TOOLS, f"task {name} runs a missing module {module}"
+
+
+# --- requirements.lock: the whole tree, pinned with hashes ---------------------------------------------
+
+LOCK = REPO / "requirements.lock"
+COMPILE = "uv pip compile pyproject.toml --universal --python-version 3.13 --generate-hashes -o requirements.lock"
+
+
+def _lock() -> dict[str, tuple[str, str, list[str]]]:
+    """name -> (version, marker, hashes) for every package requirements.lock pins."""
+    entries, current = {}, None
+    for line in LOCK.read_text().splitlines():
+        if m := re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)\s*(?:;\s*(.*?))?\s*\\?$", line):
+            current = _name(m[1])
+            entries[current] = (m[2], m[3] or "", [])
+        elif m := re.match(r"^\s+--hash=sha256:([0-9a-f]{64})", line):
+            entries[current][2].append(m[1])
+    return entries
+
+
+def test_the_lock_is_made_by_the_documented_command():
+    """The lock's header (uv writes the command it ran) and pyproject.toml's comment name one command."""
+    assert f"#    {COMPILE}" in LOCK.read_text().splitlines()[:3]
+    assert COMPILE in (REPO / "pyproject.toml").read_text()
+    assert COMPILE in (REPO / "README.md").read_text()
+
+
+def test_every_direct_dependency_is_locked_at_its_pin():
+    lock = _lock()
+    for name, (version, _extras) in _pins(PYPROJECT["project"]["dependencies"]).items():
+        assert name in lock and lock[name][0] == version, f"{name}: pinned {version}, locked {lock.get(name)}"
+
+
+def test_every_locked_package_is_pinned_with_hashes():
+    lock = _lock()
+    assert len(lock) > 100, f"only {len(lock)} packages: not the whole tree"
+    assert all(hashes for _, _, hashes in lock.values()), [n for n, (_, _, h) in lock.items() if not h]
+
+
+def test_max_core_needs_shmem_on_linux_x86_64():
+    """uv reads one wheel's metadata per release: max-core's Linux x86-64 wheel alone needs max-shmem-libs,
+    which pyproject.toml's [tool.uv.dependency-metadata] declares (without it pip refuses the lock)."""
+    version, marker, _ = _lock()["max-shmem-libs"]
+    assert version == _lock()["max-core"][0]
+    assert "x86_64" in marker and "linux" in marker
+
+
+def test_the_build_backend_is_the_locked_setuptools():
+    assert PYPROJECT["build-system"]["requires"] == [f"setuptools=={_lock()['setuptools'][0]}"]
+
+
+def test_this_environment_is_the_lock():
+    """What the suite runs on is what the lock pins: every package whose marker applies here is installed
+    at its locked version (a venv made by the README's set-up)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.markers import Marker
+
+    wrong = []
+    for name, (pinned, marker, _) in _lock().items():
+        if marker and not Marker(marker).evaluate():
+            continue
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = None
+        if installed != pinned:
+            wrong.append(f"{name}: locked {pinned}, installed {installed}")
+    assert not wrong, wrong
+
+
+# --- the README's set-up is what CI runs -----------------------------------------------------------------
+
+
+def _readme_setup() -> list[str]:
+    """The commands of the README's pip set-up block (the fenced block after "With pip")."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Set up"):]
+    block = re.search(r"With pip.*?```sh\n(.*?)```", section, re.S)[1]
+    return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_readme_setup_is_two_commands_from_the_course():
+    from checker.paths import INSTALL, VENV
+
+    assert _readme_setup() == [VENV, INSTALL]
+
+
+def test_ci_installs_with_exactly_the_readme_commands():
+    """.ci/run runs the README's set-up lines, in order, and installs nothing else with pip."""
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    setup = _readme_setup()
+    at = [ci.index(line) for line in setup]
+    assert at == sorted(at), "the README's set-up lines run in another order in .ci/run"
+    others = [line for line in ci if re.search(r"\bpip\b", line) and line not in setup and not line.startswith("#")]
+    assert not others, f".ci/run runs pip commands the README does not: {others}"
+
+
+def test_ci_runs_the_readme_test_commands():
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    for command in ("python -m pytest", "python -m pytest -m slow"):
+        assert f"`{command}`" in readme and f"\n{command}\n" in ci, command
+
+
+# --- every command answers --help, and does nothing else ------------------------------------------------
+
+
+def _commands() -> list[str]:
+    """The modules the pixi tasks run (`python -m X ...`), and every other module of the course's packages
+    that runs as a command (it has `if __name__ == "__main__"`)."""
+    modules = {task.split()[2] for task in (t if isinstance(t, str) else t["cmd"] for t in PIXI["tasks"].values())}
+    for folder in ("checker", "bench", "explore", "book", "gpt2_arch"):
+        for path in (REPO / folder).rglob("*.py"):
+            if 'if __name__ == "__main__"' in path.read_text():
+                module = path.relative_to(REPO).with_suffix("").as_posix().replace("/", ".")
+                modules.add(module.removesuffix(".__main__"))
+    # checker.running's entry points are children the checks start (the guard, the Mojo runner), not commands
+    return sorted(m for m in modules - set(PINNED_TOOLS) if not m.startswith("checker.running."))
+
+
+def test_every_command_answers_help_and_touches_nothing(tmp_path):
+    """`--help` prints usage and exits 0 for every command, without starting anything (no download, no
+    check, no server): run in a copy of the course, no weights/ or .cache/ appears there."""
+    import shutil
+
+    from tests.conftest import run_python
+
+    for name in ("checker", "bench", "explore", "book", "gpt2_arch", "steps", "solutions"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "generated"))
+    shutil.copy(REPO / "gpt2.py", tmp_path)
+    for module in _commands():
+        run = run_python("-m", module, "--help", cwd=tmp_path, timeout=120, env={"PYTHONPATH": str(tmp_path)})
+        assert run.returncode == 0 and "usage:" in run.stdout.lower(), f"{module} --help:\n{run.stdout[-800:]}{run.stderr[-800:]}"
+    made = [p.name for p in tmp_path.iterdir() if p.name in ("weights", ".cache")]
+    assert not made, f"--help made {made}"

@@ -26,7 +26,7 @@ def test_a_real_server_answers_like_transformers(checkpoint, monkeypatch):
     monkeypatch.setattr(server_module, "free_port", lambda: port)
     part = step14._served_part(SOLUTION, checkpoint)
     assert part.status == PASS, "\n".join([part.summary, *part.details])
-    assert sum(d.startswith("ok ") for d in part.details) == 6, part.details
+    assert sum(d.startswith("ok ") for d in part.details) == 8, part.details
     assert not _servers(port), "a server was left running"
 
 

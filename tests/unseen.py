@@ -245,5 +245,5 @@ UNSEEN: list[Mutation] = [
     Mutation("14", "scale-by-head-dim", "scale=1 / math.sqrt(attn.head_dim)", "scale=1 / attn.head_dim",
              ("paged_attention", "scale")),
     Mutation("14", "row-before-last", "F.cast(input_row_offsets[1:], DType.int64) - 1",
-             "F.cast(input_row_offsets[1:], DType.int64) - 2", ("rows whose logits",)),
+             "F.cast(input_row_offsets[1:], DType.int64) - 2", ("last rows",)),
 ]

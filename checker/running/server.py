@@ -3,13 +3,15 @@
     with Server(step14_file, checkpoint_dir) as server:   # prints a progress line while MAX compiles
         server.client()                                   # an openai.OpenAI for server.url; model "gpt2"
 
-The server runs in its own process group; leaving the `with` (normally, on an error, on Ctrl-C,
-a SIGTERM or SIGHUP, or at the time limit) stops the whole group, and nothing is left behind.
+The server runs in its own process group under a guard (checker/running/guard.py); leaving the `with`
+(normally, on an error, on Ctrl-C, a SIGTERM or SIGHUP, or at the time limit) stops the whole group,
+and if this process dies without leaving it (SIGKILL), the guard stops the group: nothing is left behind.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,8 +22,11 @@ import urllib.request
 from pathlib import Path
 
 from checker.paths import REPO
+from checker.running.guard import GRACE
 
 MODEL = "gpt2"  # the name clients ask for, whatever checkpoint folder is served
+_REFUSED = re.compile(r"WARNING: (?:(?:Input validation|Value|Request validation) error in request \S+|Refused "
+                      r"request): (.*)")
 START_LIMIT = 900.0  # seconds: a cold start compiles the model (~75-130 s on 2 cores) and the sampler
 
 
@@ -32,12 +37,14 @@ def free_port() -> int:
 
 
 def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> list[str]:
-    """`max serve` of the GPT-2 checkpoint folder through the course's gpt2_arch package, CPU only."""
-    return [sys.executable, "-c", "import sys; from max._entrypoints.pipelines import main; sys.argv[0] = 'max'; sys.exit(main())", "serve",
+    """`max serve` of the GPT-2 checkpoint folder through the course's gpt2_arch package, CPU only, with
+    OpenAI's completions semantics (gpt2_arch.server), every prompt row's logits kept for `echo`, under
+    the guard that ends it when this process is gone."""
+    return [sys.executable, "-m", "checker.running.guard", sys.executable, "-m", "gpt2_arch.server", "serve",
             "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--served-model-name", MODEL,
             "--devices", "cpu",
             "--max-batch-size", str(max_batch_size),
-            "--no-enable-overlap-scheduler", "--no-device-graph-capture",
+            "--no-enable-overlap-scheduler", "--no-device-graph-capture", "--enable-echo",
             "--host", "127.0.0.1", "--port", str(port)]
 
 
@@ -78,6 +85,7 @@ class Server:
         self.process: subprocess.Popen | None = None
         self.started_in: float | None = None
         self._handlers: dict = {}
+        self._read = 0  # how much of the log refusals() has read
 
     def __enter__(self) -> Server:
         self._handlers = _exit_on_signals()
@@ -100,7 +108,8 @@ class Server:
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(command(self.checkpoint_dir, self.port, max_batch_size=self.max_batch_size),
                                             cwd=REPO, env=environment(self.step14), stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
+                                            stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
+                                            start_new_session=True)
         try:
             self._wait(began)
         except BaseException:
@@ -150,6 +159,18 @@ class Server:
                 return stage
         return "starting"
 
+    def refusals(self) -> list[str]:
+        """The reasons of the requests the server refused (4xx) since the last call, from its log: MAX's
+        own 400 bodies may say only "Value error."; its log says why."""
+        if not self.log.exists():
+            return []
+        with open(self.log, errors="replace") as f:
+            f.seek(self._read)
+            text = f.read()
+        done = text.rfind("\n") + 1  # a line still being written is read next time
+        self._read += len(text[:done].encode(errors="replace"))
+        return [m.group(1) for m in _REFUSED.finditer(text[:done])]
+
     def tail(self, lines: int = 15) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         kept = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("*", " "))]
@@ -157,21 +178,22 @@ class Server:
         return "\n".join(dict.fromkeys(kept[-lines:] + errors[-3:]))
 
     def stop(self) -> None:
-        """SIGTERM to the server's whole process group, SIGKILL after 20 s."""
-        if self.process is None or self.process.poll() is not None and not _group_alive(self.process.pid):
+        """Closes the guard's pipe: the guard sends SIGTERM to the server's group, and SIGKILL after its
+        grace; what is still there a few seconds later gets SIGKILL from here. The port is free at once."""
+        if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=GRACE + 5)
+        except subprocess.TimeoutExpired:
+            pass
+        if _group_alive(self.process.pid):
             try:
-                os.killpg(self.process.pid, sig)
+                os.killpg(self.process.pid, signal.SIGKILL)
             except ProcessLookupError:
-                return
-            end = time.monotonic() + wait
-            while time.monotonic() < end and _group_alive(self.process.pid):
-                self.process.poll()
-                time.sleep(0.2)
-            if not _group_alive(self.process.pid):
-                self.process.poll()
-                return
+                pass
+            self.process.wait()
 
     def client(self):
         from openai import OpenAI

@@ -5,17 +5,20 @@ Parts:
   earlier steps     the steps this file uses pass their own checks
   ragged positions  ragged_positions on a batch of prompts and decodes (offsets [0, 5, 6, 10, 11],
                     cached [0, 7, 0, 3]): each row's position, exactly
+  last rows         last_rows on the same offsets: each request's last row, exactly
   paged model       GPT2Paged (first PAGED_LAYERS blocks), compiled as max serve compiles it, run on
                     MAX's paged KV cache through SCENARIO: requests of different lengths, prefill and
-                    decode in one batch, a request sitting a batch out; each request's logits at each
+                    decode in one batch, a request sitting a batch out; every new row's logits at each
                     batch against Hugging Face's at the same position
   served            the whole model under a real `max serve` on 127.0.0.1: greedy completions of
                     PROMPTS equal transformers' greedy ids, streaming the same tokens in order,
-                    CONCURRENT requests at once each its single-request answer, a request past
+                    CONCURRENT requests at once each its single-request answer, the log-probabilities
+                    of each prompt's tokens (echo, as evaluation harnesses score text) and of generated
+                    tokens with their top 3 against transformers' log_softmax, a request past
                     n_positions and one with invalid parameters answered 4xx while serving goes on
 
 A mistake is named only when the learner's output equals what it computes: Hugging Face run on the
-same batches with the mistake's positions, last rows or attention scale (see MISTAKES).
+same batches with the mistake's positions, rows, attention scale or output (see MISTAKES).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.reporting.compare import CORRECT_MARGIN, EXACT, WHOLE_MODEL, Mistake, compare
+from checker.reporting.compare import CORRECT_MARGIN, DECODE, EXACT, WHOLE_MODEL, Mistake, compare
 from checker.harness.deps import used_modules
 from checker.running.learner import LearnerError
 from checker.reporting.report import FAIL, PASS, Part, Report
@@ -37,8 +40,8 @@ from checker.harness.runner import StepRun
 from checker.references.weights import Checkpoint
 from checker.registry import Step, register
 
-FUNCTIONS = ("ragged_positions", "paged_attention", "GPT2Paged")
-PARTS = ["earlier steps", "ragged positions", "paged model", "served"]
+FUNCTIONS = ("ragged_positions", "last_rows", "paged_attention", "GPT2Paged")
+PARTS = ["earlier steps", "ragged positions", "last rows", "paged model", "served"]
 PAGED_LAYERS = 2  # blocks compiled for the paged-model part: two tell layer 0's cache pages from layer 1's
 PAGE_SIZE = 16
 
@@ -55,6 +58,7 @@ SCENARIO = [
 PROMPTS = ["Hello world, this is", "The model", "A longer prompt for the server, with more tokens in it"]
 NEW_TOKENS = 8
 CONCURRENT = 8
+TOP_LOGPROBS = 3
 
 
 # --- what ragged_positions and the model compute, and their mistakes --------------------------------
@@ -70,13 +74,20 @@ def positions(offsets: np.ndarray, cached: np.ndarray, rule: str = "right") -> n
             "batch-rows": rows + cached[owner]}[rule]
 
 
+def last_rows(offsets: np.ndarray, rule: str = "right") -> np.ndarray:
+    """Each request's last new row. rule: "right"; "first" (where each request starts); "past" (where the
+    next request starts: the last request's is past the batch)."""
+    offsets = offsets.astype(np.int64)
+    return {"right": offsets[1:] - 1, "first": offsets[:-1], "past": offsets[1:]}[rule]
+
+
 @dataclass(frozen=True)
 class Variant:
-    """How a mistaken model differs: its positions rule, which new row gives the logits, the scale."""
+    """How a mistaken model differs: its positions rule, the attention's scale, what it hands back."""
 
     positions: str = "right"
-    row: str = "last"  # or "first"
     scaled: bool = True
+    output: str = "logits"  # or "probabilities"
 
 
 MISTAKES = [
@@ -86,13 +97,22 @@ MISTAKES = [
     (Mistake("positions-batch-rows", "positions count rows of the whole batch, not of each request: a request's "
              "first row gets the rows before it", "Subtract where the row's own request starts "
              "(input_row_offsets)."), Variant(positions="batch-rows")),
-    (Mistake("first-row-logits", "the logits come from each request's first new row, not its last",
-             "input_row_offsets[b + 1] is where request b ends: its last row is the one before."),
-     Variant(row="first")),
     (Mistake("attention-unscaled", "the attention scores are not divided by sqrt(head_dim) (scale 1)",
              "flash_attention_ragged takes the scale: GPT-2's is 1 / sqrt(head_dim)."), Variant(scaled=False)),
+    (Mistake("probabilities-not-logits", "the model hands back probabilities (softmax of the logits), not the "
+             "logits: greedy text is the same, but every log-probability the server reports is wrong",
+             "The server computes log_softmax itself, for echo and logprobs: return what the tied head gives."),
+     Variant(output="probabilities")),
 ]
-CATALOGUE = [m for m, _ in MISTAKES]
+ROW_MISTAKES = [
+    (Mistake("last-rows-first", "each request's first new row is taken, not its last: a prompt's next token "
+             "comes from its first token", "input_row_offsets[b + 1] is where request b ends: its last row is "
+             "the one before."), "first"),
+    (Mistake("last-rows-past", "each request's row is where the next request starts, one past its last: the "
+             "last request's is past the batch", "Request b owns rows input_row_offsets[b] .. "
+             "input_row_offsets[b + 1] - 1."), "past"),
+]
+CATALOGUE = [m for m, _ in MISTAKES] + [m for m, _ in ROW_MISTAKES]
 
 
 def _hf(checkpoint: Checkpoint, layers: int | None, scaled: bool = True):
@@ -115,8 +135,21 @@ def scenario_tokens(vocab: int) -> dict[str, list[int]]:
     return {name: rng.integers(0, vocab, size=n).tolist() for name, n in total.items()}
 
 
+def scenario_rows(tokens: dict[str, list[int]]) -> list[list[tuple[str, bool]]]:
+    """Per batch, each new row's (request, whether it is a prompt row)."""
+    seen: set[str] = set()
+    out = []
+    for batch in SCENARIO:
+        rows = []
+        for name, n in batch:
+            rows += [(name, name not in seen)] * n
+            seen.add(name)
+        out.append(rows)
+    return out
+
+
 def scenario_logits(model, tokens: dict[str, list[int]], variant: Variant = Variant()) -> list[np.ndarray]:
-    """Hugging Face through SCENARIO as `variant` computes it: per batch, [requests, V] logits.
+    """Hugging Face through SCENARIO as `variant` computes it: per batch, every new row's [rows, V] logits.
 
     Each request keeps its own Hugging Face cache, so keys and values are those computed at the
     variant's positions, as a learner's cache would hold them."""
@@ -136,10 +169,10 @@ def scenario_logits(model, tokens: dict[str, list[int]], variant: Variant = Vari
                 result = model(ids, past_key_values=caches.get(name), position_ids=torch.from_numpy(
                     pos[None, offsets[b]:offsets[b + 1]]), use_cache=True)
             caches[name] = result.past_key_values
-            logits = result.logits[0].double().numpy()
-            rows.append(logits[-1] if variant.row == "last" else logits[0])
+            logits = result.logits[0].double()
+            rows.append((torch.softmax(logits, -1) if variant.output == "probabilities" else logits).numpy())
             done[name] += n
-        out.append(np.stack(rows))
+        out.append(np.concatenate(rows))
     return out
 
 
@@ -155,19 +188,19 @@ def paged_params(config, layers: int):
                             num_layers=layers, page_size=PAGE_SIZE, devices=[DeviceRef.CPU()])
 
 
-def compile_served(paged_model, kv_params):
+def compile_served(paged_model, last_rows_fn, kv_params):
     """The learner's GPT2Paged inside the course's serving graph, compiled with MAX's ragged inputs."""
     from max.graph import DeviceRef
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
 
     from gpt2_arch.model import ServedGPT2
 
-    served = ServedGPT2(paged_model, kv_params)
+    served = ServedGPT2(paged_model, last_rows_fn, kv_params)
     return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
 
 
 def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.ndarray]:
-    """The compiled model through SCENARIO on a real PagedKVCacheManager: per batch, [requests, V]."""
+    """The compiled model through SCENARIO on a real PagedKVCacheManager: per batch, every row's [rows, V]."""
     from max import tree
     from max.driver import CPU, Buffer
     from max.engine import InferenceSession
@@ -195,25 +228,25 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.n
         offsets = np.cumsum([0] + [len(c.tokens.active) for c in ctxs]).astype(np.uint32)
         result = compiled(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
                           Buffer.from_numpy(offsets), *tree.leaves(manager.runtime_inputs([ctxs])))
-        out.append(np.from_dlpack(result.next_token_logits).astype(np.float64))
+        out.append(np.from_dlpack(result.logits).astype(np.float64))
     return out
 
 
-def _where(got: list[np.ndarray], want: list[np.ndarray]) -> list[str]:
-    """Which requests are right in which batch, in words: prefill rows and decode rows apart.
+def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[str, bool]]]) -> list[str]:
+    """Which requests are right in which batch, in words: prompt rows and decode rows apart.
 
     A request counts as right only within a tenth of the tolerance (where correct code stays, the
     margin rule): one within the tolerance but nearer its edge is off like the others, just less."""
     right, off = {"prompt": [], "decode": []}, {"prompt": [], "decode": []}
     near = []
-    flat_want = np.concatenate(want)  # [requests, V]: allowed as the part's verdict allows it
+    flat_want = np.concatenate(want)  # [rows, V]: allowed as the part's verdict allows it
     margins = iter(np.max(np.abs(np.concatenate(got) - flat_want) / WHOLE_MODEL.allowed(flat_want), axis=-1))
-    seen: set[str] = set()
-    for i, batch in enumerate(SCENARIO):
+    for i, batch in enumerate(rows):
+        worst: dict[str, float] = {}
         for name, _ in batch:
-            kind = "decode" if name in seen else "prompt"
-            seen.add(name)
-            margin = float(next(margins))
+            worst[name] = max(worst.get(name, 0.0), float(next(margins)))
+        for name, margin in worst.items():
+            kind = "prompt" if dict(batch)[name] else "decode"
             label = f"{name} (batch {i + 1})"
             (right if margin <= CORRECT_MARGIN else off)[kind].append(label)
             if CORRECT_MARGIN < margin <= 1:
@@ -235,8 +268,17 @@ def _where(got: list[np.ndarray], want: list[np.ndarray]) -> list[str]:
     elif off["prompt"]:
         lines.append("every request is off, prompts too, so not only what the cache gives back: look at "
                      "paged_attention (the keys and values it stores, the mask and scale it attends with) and at "
-                     "the rows whose logits are taken; ragged_positions is checked apart, above")
+                     "what forward does with its rows; ragged_positions is checked apart, above")
     return lines
+
+
+def course_last_rows(input_row_offsets):
+    """Each request's last row, as the check's compiled probe takes it (the learner's last_rows is
+    checked on its own, above, and serves in max serve)."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+
+    return F.cast(input_row_offsets[1:], DType.int64) - 1
 
 
 # --- the check ------------------------------------------------------------------------------------
@@ -261,6 +303,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, fns = opened
     _positions_part(run, fns["ragged_positions"])
+    _last_rows_part(run, fns["last_rows"])
     eleven = used_modules(step).get("11")
     if eleven is None:
         run.add(Part("paged model", FAIL, "step 14 wraps your step 11 model: import GPT2LMHeadModel and "
@@ -296,6 +339,27 @@ def _positions_part(run: StepRun, ragged_positions) -> Part:
     return run.add(part)
 
 
+def _last_rows_part(run: StepRun, last_rows_fn) -> Part:
+    from max.experimental.tensor import Tensor
+
+    want = last_rows(OFFSETS)
+    try:
+        got = run.call(last_rows_fn, Tensor.from_dlpack(OFFSETS))
+        if got is None:
+            raise LearnerError("last_rows() returned None: is a `return` missing?")
+        got = np.from_dlpack(got)
+    except LearnerError as e:
+        return run.add(Part.from_error("last rows", e))
+    except Exception as e:  # noqa: BLE001 - not a Tensor
+        return run.add(Part("last rows", FAIL, f"last_rows() returned {type(got).__name__}, not a max Tensor ({e})"))
+    outs = [(m, last_rows(OFFSETS, rule).astype(np.float64)) for m, rule in ROW_MISTAKES]
+    verdict = compare(got.astype(np.float64), want.astype(np.float64), axes=("request",), mistakes=outs, tol=EXACT)
+    part = Part.from_verdict("last rows", verdict)
+    part.summary = f"{part.summary}; got {got.tolist()}, expected {want.tolist()}" if not verdict.ok else \
+        f"{want.tolist()} for offsets {OFFSETS.tolist()}"
+    return run.add(part)
+
+
 def _learner_paged(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint, kv_params):
     """The learner's GPT2Paged around their step 11 model, built with PAGED_LAYERS blocks and loaded by
     their load_hf_weights with those blocks' tensors."""
@@ -321,53 +385,89 @@ def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint)
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
         paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
-        compiled = run.call(compile_served, paged, kv_params)
+        compiled = run.call(compile_served, paged, course_last_rows, kv_params)
         got = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
     hf = _hf(checkpoint, PAGED_LAYERS)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
+    if flat_got.shape[0] == len(SCENARIO[0]) and flat_got.shape != flat_want.shape:
+        return run.add(Part("paged model", FAIL, f"logits of shape {list(got[0].shape)} for the first batch, expected "
+                            f"{list(want[0].shape)}: forward returns every new row's logits [T, V] (the server "
+                            "takes each request's last row with last_rows, and every row for echo), not only "
+                            "the last rows [B, V]"))
 
     def mistakes():
         for m, variant in MISTAKES:
             model = hf if variant.scaled else _hf(checkpoint, PAGED_LAYERS, scaled=False)
             yield m, np.concatenate(scenario_logits(model, tokens, variant))
 
-    verdict = compare(flat_got, flat_want, axes=("request", "vocab"), mistakes=[], tol=WHOLE_MODEL)
+    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=WHOLE_MODEL)
     if not verdict.ok and flat_got.shape == flat_want.shape:
-        verdict = compare(flat_got, flat_want, axes=("request", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
+        verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
         if verdict.mistake is None:
-            verdict.details += _where(got, want)
+            verdict.details += _where(got, want, scenario_rows(tokens))
     part = Part.from_verdict("paged model", verdict)
-    part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} request rows: {part.summary}"
+    part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"
     return run.add(part)
 
 
 # --- the served part ------------------------------------------------------------------------------
 
 
-def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int) -> list[list[int]]:
+def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int):
     """transformers' greedy ids, the argmax taken over the tokenizer's ids (max serve's sampler masks
     the logits past the tokenizer's size: the stand-ins' tokenizers are smaller than the model), up to
-    `new_tokens` or an end-of-text token, where max serve stops."""
+    `new_tokens` or an end-of-text token, where max serve stops; with each chosen id's log-probability
+    (log_softmax over the whole vocabulary, as max serve reports it)."""
     import torch
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     model = _hf(checkpoint, None)
     stops = {tokenizer.eos_token_id, checkpoint.config().get("eos_token_id")}  # max serve stops at either
-    out = []
+    out, logprobs = [], []
     for prompt in prompts:
         ids = torch.tensor([tokenizer(prompt)["input_ids"]])
-        new = []
+        new, lps = [], []
         with torch.no_grad():
             while len(new) < new_tokens and not (new and new[-1] in stops):
-                token = int(model(ids).logits[0, -1, :len(tokenizer)].argmax())
+                logits = model(ids).logits[0, -1].double()
+                token = int(logits[:len(tokenizer)].argmax())
                 new.append(token)
+                lps.append(float(torch.log_softmax(logits, -1)[token]))
                 ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
         out.append(new)
+        logprobs.append(lps)
+    return out, logprobs
+
+
+def prompt_logprobs(checkpoint: Checkpoint, prompts: list[str]) -> list[np.ndarray]:
+    """Each prompt token's log-probability given the tokens before it (transformers' log_softmax), from
+    the second token on: what `echo` with `logprobs` reports after its null for the first."""
+    import torch
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    model = _hf(checkpoint, None)
+    out = []
+    for prompt in prompts:
+        ids = tokenizer(prompt)["input_ids"]
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1).numpy()
+        out.append(np.array([lp[i - 1, ids[i]] for i in range(1, len(ids))]))
     return out
+
+
+def _close_logprobs(got: list, want: list[np.ndarray]) -> tuple[bool, str]:
+    """Log-probabilities against transformers' under DECODE (the model ran over a cache, one kernel per
+    position): (ok, what to say)."""
+    if [len(g) for g in got] != [len(w) for w in want] or any(x is None for g in got for x in g):
+        return False, f"{[len(g) for g in got]} values per request, expected {[len(w) for w in want]}"
+    verdict = compare(np.concatenate([np.array(g, dtype=np.float64) for g in got]), np.concatenate(want),
+                      axes=("token",), mistakes=[], tol=DECODE)
+    return verdict.ok, verdict.summary
 
 
 def same_text(served: str, expected: str) -> bool:
@@ -385,7 +485,7 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client, model = server.client(), MODEL
-    expected = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
+    expected, expected_lps = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]  # as max serve shows them
 
     def complete(prompt: str, n: int = NEW_TOKENS) -> str:
@@ -410,6 +510,18 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
     results.append((f"{CONCURRENT} concurrent requests of different lengths each get its single-request answer",
                     not crossed, f"requests {crossed} differ: {[together[i] for i in crossed]} against "
                                  f"{[alone[i] for i in crossed]}"))
+    scored = [client.completions.create(model=model, prompt=p, max_tokens=0, echo=True, logprobs=1, temperature=0)
+              .choices[0] for p in PROMPTS]
+    ok, said = _close_logprobs([c.logprobs.token_logprobs[1:] for c in scored], prompt_logprobs(checkpoint, PROMPTS))
+    ok = ok and all(c.text == p and c.logprobs.token_logprobs[0] is None for c, p in zip(scored, PROMPTS))
+    results.append(("the log-probability of every prompt token (echo, max_tokens 0, logprobs 1: how evaluation "
+                    "harnesses score text) equals transformers' log_softmax", ok, said))
+    generated = [client.completions.create(model=model, prompt=p, max_tokens=NEW_TOKENS, logprobs=TOP_LOGPROBS,
+                                           temperature=0).choices[0].logprobs for p in PROMPTS]
+    ok, said = _close_logprobs([g.token_logprobs for g in generated], [np.array(w) for w in expected_lps])
+    ok = ok and all(0 < len(top) <= TOP_LOGPROBS + 1 for g in generated for top in g.top_logprobs)
+    results.append((f"each generated token's log-probability (logprobs {TOP_LOGPROBS}) equals transformers' "
+                    "log_softmax", ok, said))
     for what, kwargs in (("a request past n_positions", {"prompt": "word " * 1100, "max_tokens": 4}),
                          ("invalid parameters (temperature -1)", {"prompt": PROMPTS[0], "max_tokens": 4,
                                                                  "temperature": -1})):

@@ -1,0 +1,429 @@
+"""OpenAI's /v1/completions semantics on MAX 26.7's server: an ASGI middleware around its app.
+
+MAX's server answers /v1/completions, but where a client would notice it does otherwise than OpenAI's
+API. This middleware changes each request before MAX reads it and each answer before the client does
+(the README's serving table lists the same):
+
+    parameter            MAX 26.7 alone                           here (OpenAI's completions API)
+    echo                 the prompt is not echoed                 the text starts with the prompt; with
+                                                                  logprobs, every prompt token's (the
+                                                                  first one null)
+    max_tokens: 0        one token is generated                   none: with echo, the prompt and its
+                                                                  log-probabilities alone (scoring)
+    max_tokens absent    tokens until the context is full         16, OpenAI's default
+    stop                 the stop string stays in the text        the text ends before it
+    logprobs             token_logprobs and top_logprobs only     also tokens and text_offset
+    logprobs: 0          no log-probabilities                     each chosen token's
+    n, best_of > 1       one choice, silently                     400: send the request n times
+    logprobs > 5         up to MAX's own limit                    400: OpenAI's limit is 5
+    logit_bias, suffix   ignored                                  400: not supported
+    several prompts,     500                                      400: one prompt per streamed request
+    streamed
+
+Only POST /v1/completions is changed; every other route, and any body this code cannot read, goes to
+MAX as it came. On every route, an error MAX answers with a bare "Value error." gets the reason MAX
+logged instead. Token ids, prompt lengths and the context are checked by the tokenizer
+(gpt2_arch/tokenizer.py), before the model runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+DEFAULT_MAX_TOKENS = 16  # OpenAI's completions API, when a request names none
+MAX_LOGPROBS = 5  # OpenAI's completions API: at most 5 alternatives per token
+
+Decode = Callable[[list[int]], str]
+
+
+def refusal(body: dict) -> str | None:
+    """Why MAX 26.7's server cannot answer this request as OpenAI's would, or None."""
+    for name in ("n", "best_of"):
+        value = body.get(name)
+        if value is not None and value != 1:
+            return (f"{name}={value!r}: this server makes one completion per prompt; send the request "
+                    f"{value} times instead (with temperature > 0, each gets its own sample)")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0):
+        return f"max_tokens must be a whole number, 0 or more: got {max_tokens!r}"
+    logprobs = body.get("logprobs")
+    if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int)
+                                 or not 0 <= logprobs <= MAX_LOGPROBS):
+        return f"logprobs must be a whole number from 0 to {MAX_LOGPROBS} (as in OpenAI's API): got {logprobs!r}"
+    if body.get("logit_bias"):
+        return "logit_bias is not supported by this server (MAX 26.7): leave it out"
+    if body.get("suffix"):
+        return "suffix is not supported: GPT-2 continues a prompt, it does not fill in before a suffix"
+    prompt = body.get("prompt")
+    if prompt == "" or prompt == [] or (isinstance(prompt, list) and any(p == "" or p == [] for p in prompt)):
+        return ("the prompt is empty: GPT-2 needs at least one token to predict the next from (OpenAI's "
+                "models begin an empty prompt with <|endoftext|>: send that, token id 50256)")
+    several = isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt)
+    if body.get("stream") and several and len(prompt) > 1:
+        return "a streamed request takes one prompt: send one streamed request per prompt, or leave stream out"
+    return None
+
+
+@dataclass
+class Plan:
+    """What the answer to one request must become: from the request as the client sent it."""
+
+    prompts: list  # each prompt as sent: a string or a list of token ids
+    echo: bool = False
+    drop: bool = False  # max_tokens 0: generate one (MAX always does), show none
+    stops: list[str] = field(default_factory=list)
+    logprobs: int | None = None
+    want_ids: bool = False  # the client asked for token ids (return_token_ids) itself
+
+    @classmethod
+    def of(cls, body: dict) -> Plan:
+        prompt = body.get("prompt")
+        if isinstance(prompt, str) or (isinstance(prompt, list) and prompt and isinstance(prompt[0], int)):
+            prompts = [prompt]
+        else:
+            prompts = list(prompt or [])
+        stop = body.get("stop")
+        stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str) and s]
+        return cls(prompts=prompts, echo=bool(body.get("echo")), drop=body.get("max_tokens") == 0, stops=stops,
+                   logprobs=body.get("logprobs"), want_ids=bool(body.get("return_token_ids")))
+
+    def forwarded(self, body: dict) -> dict:
+        """The request as MAX is sent it."""
+        out = dict(body)
+        if out.get("max_tokens") is None:
+            out["max_tokens"] = DEFAULT_MAX_TOKENS
+        if self.drop:
+            out["max_tokens"] = 1
+        if self.logprobs == 0:
+            out["logprobs"] = 1  # MAX reads 0 as none; the top entries are cut back to the chosen token
+        out["return_token_ids"] = True  # the ids give tokens, text_offset and the echoed prompt
+        return out
+
+
+def pieces(ids: list[int], decode: Decode) -> list[str]:
+    """Each token's text as it adds to the decoded whole (a character split across tokens lands in the
+    token that completes it)."""
+    out, before = [], ""
+    for i in range(len(ids)):
+        now = decode(ids[: i + 1])
+        out.append(now[len(before):] if now.startswith(before) else decode([ids[i]]))
+        before = now
+    return out
+
+
+def _cut(text: str, stops: list[str]) -> int | None:
+    """Where the first stop string starts in `text`, or None."""
+    found = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return min(found) if found else None
+
+
+def _top(entries: list, k: int) -> list:
+    """logprobs 0: each entry cut back to its chosen token (the last MAX adds)."""
+    return [dict(list(e.items())[-1:]) if isinstance(e, dict) and k == 0 else e for e in entries]
+
+
+def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode) -> dict:
+    """One choice of a whole (not streamed) answer, as OpenAI's API gives it."""
+    prompt_ids = list(choice.get("prompt_token_ids") or [])
+    ids = list(choice.get("token_ids") or [])
+    text = choice.get("text") or ""
+    logprobs = choice.get("logprobs") if plan.logprobs is not None else None
+    lps = list((logprobs or {}).get("token_logprobs") or [])
+    tops = list((logprobs or {}).get("top_logprobs") or [])
+    if plan.echo and logprobs is not None:  # MAX gives prompt rows from the second token on
+        lps, tops = [None, *lps], [None, *tops]
+    kept = len(ids)
+    if plan.drop:
+        text, kept = "", 0
+        choice["finish_reason"] = "length"
+    elif plan.stops and (at := _cut(text, plan.stops)) is not None:
+        text = text[:at]
+        starts, pos = [], 0
+        for piece in pieces(ids, decode):
+            starts.append(pos)
+            pos += len(piece)
+        kept = sum(s < at for s in starts)
+        choice["finish_reason"] = "stop"
+    shown_prompt = prompt if isinstance(prompt, str) else decode(prompt_ids)
+    choice["text"] = (shown_prompt if plan.echo else "") + text
+    choice["logprobs"] = None
+    if logprobs is not None:
+        all_ids = (prompt_ids if plan.echo else []) + ids[:kept]
+        n = len(all_ids)
+        tokens = pieces(prompt_ids, decode) if plan.echo else []
+        tokens += pieces(ids, decode)[:kept]
+        offsets, pos = [], 0
+        for t in tokens:
+            offsets.append(pos)
+            pos += len(t)
+        choice["logprobs"] = {"tokens": tokens, "token_logprobs": lps[:n],
+                              "top_logprobs": _top(tops[:n], plan.logprobs or 0), "text_offset": offsets}
+    if not plan.want_ids:
+        choice.pop("token_ids", None)
+        choice.pop("prompt_token_ids", None)
+    else:
+        choice["token_ids"] = ids[:kept]
+    return choice
+
+
+def finish(response: dict, plan: Plan, decode: Decode) -> dict:
+    """A whole answer, as OpenAI's API gives it."""
+    for choice in response.get("choices") or []:
+        i = choice.get("index", 0)
+        finish_choice(choice, plan, plan.prompts[i] if i < len(plan.prompts) else None, decode)
+    usage = response.get("usage")
+    if plan.drop and isinstance(usage, dict):
+        usage["completion_tokens"] = 0
+        usage["total_tokens"] = usage.get("prompt_tokens", 0)
+    return response
+
+
+class Stream:
+    """A streamed answer (one prompt), chunk by chunk, as OpenAI's API gives it.
+
+    With stop strings, a chunk is held back while its text could still be the start of one, so that
+    no stop string (nor anything after it) is ever sent."""
+
+    def __init__(self, plan: Plan, decode: Decode):
+        self.plan, self.decode = plan, decode
+        self.first = True
+        self.done = False  # a stop string was found, or max_tokens 0: later text is not sent
+        self.held: list[dict] = []  # chunks not yet sent (stop strings)
+        self.text = ""  # the generated text so far (sent and held)
+        self.sent = 0  # how much of it was sent
+        self.keep = max((len(s) for s in plan.stops), default=1) - 1
+        self.echoed = 0  # characters of echoed prompt before the generated text
+
+    def chunk(self, payload: dict) -> list[dict]:
+        """What to send for one of MAX's chunks (zero, one or more chunks)."""
+        choices = payload.get("choices") or []
+        if not choices:  # the usage chunk
+            if self.plan.drop and isinstance(payload.get("usage"), dict):
+                payload["usage"]["completion_tokens"] = 0
+                payload["usage"]["total_tokens"] = payload["usage"].get("prompt_tokens", 0)
+            return [*self._release(all_=True), payload]
+        choice = choices[0]
+        out = []
+        if self.first:
+            self.first = False
+            out += self._opening(payload, choice)
+        if self.done:
+            return out
+        if self.plan.drop:
+            self.done = True
+            out.append(self._final(payload, "length"))
+            return out
+        ids = list(choice.get("token_ids") or [])
+        choice["logprobs"] = self._logprobs(choice.get("logprobs"), ids)
+        if not self.plan.want_ids:
+            choice.pop("token_ids", None)
+            choice.pop("prompt_token_ids", None)
+        text = choice.get("text") or ""
+        self.text += text
+        if not self.plan.stops:
+            return out + [payload]
+        at = _cut(self.text, self.plan.stops)
+        if at is None:
+            self.held.append(payload)
+            return out + self._release(all_=choice.get("finish_reason") is not None)
+        self.done = True
+        choice["text"] = text[: max(0, at - (len(self.text) - len(text)))]
+        self.held.append(payload)
+        out += self._release(all_=True)
+        out[-1]["choices"][0]["finish_reason"] = "stop"
+        return out
+
+    def _opening(self, payload: dict, choice: dict) -> list[dict]:
+        """With echo, the prompt (and its tokens' log-probabilities), as a chunk of its own."""
+        if not self.plan.echo:
+            return []
+        prompt = self.plan.prompts[0] if self.plan.prompts else ""
+        prompt_ids = list(choice.get("prompt_token_ids") or [])
+        text = prompt if isinstance(prompt, str) else self.decode(prompt_ids)
+        self.echoed = len(text)
+        opening = {**payload, "choices": [{"index": 0, "text": text, "finish_reason": None, "logprobs": None}]}
+        logprobs = choice.get("logprobs") if self.plan.logprobs is not None else None
+        if logprobs is not None:
+            n = len(prompt_ids)
+            lps = [None, *(logprobs.get("token_logprobs") or [])]
+            tops = [None, *(logprobs.get("top_logprobs") or [])]
+            tokens = pieces(prompt_ids, self.decode)
+            opening["choices"][0]["logprobs"] = {
+                "tokens": tokens, "token_logprobs": lps[:n], "top_logprobs": _top(tops[:n], self.plan.logprobs or 0),
+                "text_offset": _offsets(tokens, 0)}
+            # what is left is the generated token's
+            choice["logprobs"] = {"token_logprobs": lps[n:], "top_logprobs": tops[n:]}
+        return [opening]
+
+    def _logprobs(self, logprobs, ids: list[int]):
+        if logprobs is None or self.plan.logprobs is None:
+            return None
+        tokens = [self.decode([i]) for i in ids]
+        return {"tokens": tokens, "token_logprobs": logprobs.get("token_logprobs") or [],
+                "top_logprobs": _top(logprobs.get("top_logprobs") or [], self.plan.logprobs or 0),
+                "text_offset": _offsets(tokens, self.echoed + len(self.text))}
+
+    def _final(self, payload: dict, reason: str) -> dict:
+        return {**payload, "choices": [{"index": 0, "text": "", "finish_reason": reason, "logprobs": None}]}
+
+    def _release(self, *, all_: bool) -> list[dict]:
+        """Held chunks that can no longer hold the start of a stop string (all of them with all_)."""
+        out = []
+        while self.held:
+            size = len(self.held[0]["choices"][0].get("text") or "")
+            if not all_ and self.sent + size > len(self.text) - self.keep:
+                break
+            self.sent += size
+            out.append(self.held.pop(0))
+        return out
+
+
+def _offsets(tokens: list[str], start: int) -> list[int]:
+    out, pos = [], start
+    for t in tokens:
+        out.append(pos)
+        pos += len(t)
+    return out
+
+
+def _error(message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                 "code": None}}).encode()
+
+
+# What MAX logs about a request it answers with a bare "Value error." (its route logs the reason, then
+# hides it): kept per request, in a context variable the route's logging call sees (it runs in the
+# request's own task), and put into the answer.
+_reasons: ContextVar[list[str] | None] = ContextVar("reasons", default=None)
+
+
+class _Reasons(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _reasons.get()
+        if found is not None and record.msg.startswith("Value error in request") and len(record.args or ()) == 2:
+            found.append(str(record.args[1]))
+
+
+_HANDLER = _Reasons()
+
+
+class Completions:
+    """ASGI middleware: OpenAI's /v1/completions semantics around MAX's app (see the module's docstring)."""
+
+    def __init__(self, app, tokenizer):
+        self.app = app
+        self.decode: Decode = lambda ids: tokenizer.decode(ids)
+        logger = logging.getLogger("max.serve")
+        if _HANDLER not in logger.handlers:
+            logger.addHandler(_HANDLER)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        reasons: list[str] = []
+        _reasons.set(reasons)
+        if scope["path"].rstrip("/") != "/v1/completions":  # other routes as MAX answers them, reasons put back
+            return await self.app(scope, receive, _answer(send, None, reasons))
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return await self.app(scope, _replay(raw, receive), _answer(send, None, reasons))
+        if reason := refusal(body):
+            logging.getLogger("max.serve").warning("Refused request: %s", reason)
+            return await _send(send, 400, _error(reason))
+        plan = Plan.of(body)
+        data = json.dumps(plan.forwarded(body)).encode()
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        scope = {**scope, "headers": [*headers, (b"content-length", str(len(data)).encode())]}
+        stream = Stream(plan, self.decode) if body.get("stream") else None
+        return await self.app(scope, _replay(data, receive), _answer(send, (plan, self.decode, stream), reasons))
+
+
+def _replay(data: bytes, receive):
+    """A `receive` that gives `data` as the whole body, then waits on the client (MAX watches for its
+    disconnect while a request runs)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": data, "more_body": False}
+
+    return replayed
+
+
+async def _send(send, status: int, body: bytes, headers: list | None = None) -> None:
+    kept = [(k, v) for k, v in (headers or [(b"content-type", b"application/json")]) if k.lower() != b"content-length"]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*kept, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _answer(send, how, reasons: list[str]):
+    """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event, a
+    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode,
+    stream or None), or None to change nothing but errors."""
+    start: dict[str, Any] = {}
+    chunks: list[bytes] = []
+    pending = b""
+
+    async def wrapped(message):
+        nonlocal pending
+        if message["type"] == "http.response.start":
+            start.update(message)
+            if message["status"] == 200 and how is not None and how[2] is not None:
+                await send(message)  # streamed: the events are changed as they pass
+            return
+        if message["type"] != "http.response.body":
+            return await send(message)
+        if start.get("status") == 200 and how is not None and how[2] is not None:
+            pending += message.get("body", b"")
+            events = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+            pending = events.pop()
+            out = b"".join(_rewrite(event, how[2]) for event in events)
+            if not message.get("more_body"):
+                out, pending = out + pending, b""
+            return await send({**message, "body": out})
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(chunks)
+        try:
+            if start.get("status") == 200 and how is not None:
+                body = json.dumps(finish(json.loads(body), how[0], how[1])).encode()
+            elif reasons and b"Value error." in body:
+                answer = json.loads(body)
+                answer["error"]["message"] = "; ".join(reasons)
+                body = json.dumps(answer).encode()
+        except (ValueError, KeyError, TypeError, IndexError):
+            pass
+        await _send(send, start.get("status", 500), body, start.get("headers"))
+
+    return wrapped
+
+
+def _rewrite(event: bytes, stream: Stream) -> bytes:
+    data = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+    if len(data) != 1 or data[0] == b"[DONE]":
+        return event + b"\n\n"
+    try:
+        payload = json.loads(data[0])
+    except ValueError:
+        return event + b"\n\n"
+    if not isinstance(payload, dict) or "choices" not in payload:
+        return event + b"\n\n"
+    return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in stream.chunk(payload))

@@ -1,0 +1,81 @@
+"""GPT-2's tokenizer for MAX 26.7's serving stack: MAX's TextTokenizer, with every prompt checked before
+the model sees it.
+
+MAX's server runs the tokenizer in its API process and answers an `InputError` with a 400 that carries
+the message; an error inside the model worker instead ends the worker, and with it the server (a token
+id past the vocabulary is an index out of range in `wte`'s gather). So everything a request could hold
+that the model cannot run is refused here:
+
+    prompt token ids outside [0, vocab)          400, which id, where, and the range
+    an empty prompt                              400 (the model has no row to give a next token from)
+    prompt + max_tokens past n_positions         400, the numbers (OpenAI's answer; MAX would shorten the
+                                                 answer and say only finish_reason "length")
+    stop_token_ids outside [0, vocab)            400
+    echo with logprobs on a server without       400 (MAX's worker would raise and stop)
+    --enable-echo
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from max.pipelines.context import InputError
+from max.pipelines.lib import TextTokenizer
+
+
+def model_limits(model_path: str) -> tuple[int, int]:
+    """(vocab_size, n_positions) from the checkpoint's config.json (a folder, or a repo in the hub's cache)."""
+    folder = Path(model_path)
+    if (folder / "config.json").exists():
+        config = json.loads((folder / "config.json").read_text())
+    else:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model_path).to_dict()
+    return int(config["vocab_size"]), int(config["n_positions"])
+
+
+def bad_ids(ids, limit: int) -> list[tuple[int, object]]:
+    """(index, value) of every entry of `ids` that is not an int in [0, limit)."""
+    return [(i, t) for i, t in enumerate(ids) if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < limit]
+
+
+def _shown(bad: list[tuple[int, object]]) -> str:
+    listed = ", ".join(f"{v!r} at position {i}" for i, v in bad[:3])
+    return listed + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+
+
+class GPT2Tokenizer(TextTokenizer):
+    """MAX's TextTokenizer for GPT-2, refusing (InputError: a 400 with the reason) what the model cannot run."""
+
+    def __init__(self, model_path: str, pipeline_config, **kwargs):
+        super().__init__(model_path, pipeline_config, **kwargs)
+        # The ids the model has a row of wte for (a stand-in's tokenizer knows fewer: their text is empty).
+        self.vocab, self.n_positions = model_limits(model_path)
+        self.echo_enabled = bool(getattr(getattr(pipeline_config, "model", None), "enable_echo", False))
+
+    async def new_context(self, request):
+        prompt = request.prompt
+        if prompt is not None and not isinstance(prompt, str):
+            if bad := bad_ids(list(prompt), self.vocab):
+                raise InputError(f"prompt token ids must be integers in [0, {self.vocab}) (GPT-2's vocabulary): "
+                                 f"got {_shown(bad)}")
+        stops = request.sampling_params.stop_token_ids or []
+        if bad := bad_ids(list(stops), self.vocab):
+            raise InputError(f"stop_token_ids must be integers in [0, {self.vocab}): got {_shown(bad)}")
+        if request.echo and request.logprobs and not self.echo_enabled:
+            raise InputError("echo with logprobs needs every prompt row's logits: start the server with "
+                             "--enable-echo (pixi run serve does)")
+        context = await super().new_context(request)
+        length = len(context.tokens.prompt)
+        wanted = request.sampling_params.max_new_tokens
+        if length == 0:
+            raise InputError("the prompt is empty: GPT-2 needs at least one token to predict the next from "
+                             "(OpenAI's models start an empty prompt with <|endoftext|>: send it, id 50256)")
+        if length >= self.n_positions or (wanted is not None and length + wanted > self.n_positions):
+            asked = f"{length} in the prompt" + (f" + {wanted} to generate (max_tokens)" if wanted else "")
+            raise InputError(f"GPT-2's context is {self.n_positions} tokens (n_positions: it has no position "
+                             f"embedding past it); this request needs {asked}: shorten the prompt or lower "
+                             "max_tokens")
+        return context

@@ -1,0 +1,229 @@
+"""The served GPT-2 as clients the course did not write use it: one real `max serve` of solution 14 (the
+course's `Server`, as `pixi run serve` starts it), sent raw HTTP requests.
+
+No request can stop it: each bad request gets a 4xx that says why, and afterwards (and during, under
+concurrent load) a normal request gets the answer it got before. OpenAI's completions semantics hold
+(echo, max_tokens 0, stop strings, logprobs with tokens and offsets, streaming with each of them), and
+what MAX 26.7 cannot do is refused, not ignored. A kill of `pixi run serve` in any way leaves nothing
+behind and frees the port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from checker.paths import REPO
+from checker.running.server import MODEL, Server
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
+
+SOLUTION = REPO / "solutions" / "solution_14.py"
+PROMPT = "Hello world, this is"
+
+
+@pytest.fixture(scope="module")
+def served(checkpoint):
+    with Server(SOLUTION, checkpoint.path, quiet=True) as server:
+        yield server
+
+
+def post(server, body, *, raw: bytes | None = None, stream: bool = False, route: str = "completions"):
+    """(status, the JSON answer, or for a stream the list of its events' JSON, "[DONE]" included)."""
+    data = raw if raw is not None else json.dumps({"model": MODEL, "temperature": 0, **body,
+                                                   **({"stream": True} if stream else {})}).encode()
+    request = urllib.request.Request(f"{server.url}/v1/{route}", data=data,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as r:
+            text = r.read().decode()
+            status = r.status
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read().decode() or "null")
+    if not stream:
+        return status, json.loads(text)
+    events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
+    return status, [e if e == "[DONE]" else json.loads(e) for e in events]
+
+
+def message(answer) -> str:
+    return json.dumps(answer)
+
+
+# (what, the request's fields or raw bytes, a word the 4xx's body must hold)
+BAD = [
+    ("a token id past the vocabulary", {"prompt": [50257], "max_tokens": 2}, "50257"),
+    ("a token id far past it", {"prompt": [1, 2, 60000], "max_tokens": 2}, "60000"),
+    ("a negative token id", {"prompt": [-1], "max_tokens": 2}, "-1"),
+    ("token ids, one past the vocabulary, in a list of prompts", {"prompt": [[1, 2], [3, 50257]], "max_tokens": 2},
+     "50257"),
+    ("a stop token id past the vocabulary", {"prompt": PROMPT, "max_tokens": 2, "stop_token_ids": [70000]},
+     "stop_token_ids"),
+    ("n: 2", {"prompt": PROMPT, "max_tokens": 2, "n": 2}, "n=2"),
+    ("best_of: 3", {"prompt": PROMPT, "max_tokens": 2, "best_of": 3}, "best_of"),
+    ("logit_bias", {"prompt": PROMPT, "max_tokens": 2, "logit_bias": {"5": 10}}, "logit_bias"),
+    ("suffix", {"prompt": PROMPT, "max_tokens": 2, "suffix": "end"}, "suffix"),
+    ("two prompts streamed", {"prompt": [PROMPT, PROMPT], "max_tokens": 2, "stream": True}, "one prompt"),
+    ("a prompt that leaves no room (1002 + 100 tokens)", {"prompt": [1] * 1002, "max_tokens": 100}, "1024"),
+    ("a prompt past the context", {"prompt": [1] * 1100, "max_tokens": 1}, "1024"),
+    ("an empty prompt", {"prompt": "", "max_tokens": 2}, "empty"),
+    ("temperature -1", {"prompt": PROMPT, "max_tokens": 2, "temperature": -1}, "temperature"),
+    ("logprobs 6 (OpenAI's limit is 5)", {"prompt": PROMPT, "max_tokens": 2, "logprobs": 6}, "logprobs"),
+    ("max_tokens -1", {"prompt": PROMPT, "max_tokens": -1}, "max_tokens"),
+    ("a prompt that is not text or token ids", {"prompt": {"a": 1}, "max_tokens": 2}, "prompt"),
+    ("invalid JSON", b'{"model": "gpt2", "prompt": ', "JSON"),
+]
+
+
+def test_bad_requests_get_a_4xx_that_says_why_and_serving_goes_on(served):
+    _, before = post(served, {"prompt": PROMPT, "max_tokens": 8})
+    wrong = []
+    for what, body, word in BAD:
+        status, answer = post(served, {}, raw=body) if isinstance(body, bytes) else post(served, body)
+        if not (400 <= status < 500 and word.lower() in message(answer).lower()):
+            wrong.append(f"{what}: {status} {message(answer)[:300]}")
+        assert served.process.poll() is None, f"the server stopped after {what}"
+    assert not wrong, "\n".join(wrong)
+    status, answer = post(served, {"messages": [{"role": "user", "content": "hi"}]}, route="chat/completions")
+    assert status == 400 and "chat template" in message(answer), message(answer)  # GPT-2 has none
+    reasons = served.refusals()  # what `pixi run serve` prints as it happens
+    assert any("50257" in r for r in reasons) and any("n=2" in r for r in reasons), reasons
+    status, after = post(served, {"prompt": PROMPT, "max_tokens": 8})
+    assert status == 200 and after["choices"][0]["text"] == before["choices"][0]["text"]
+
+
+def test_bad_ids_mixed_into_concurrent_load_disturb_no_one(served):
+    prompts = [[5 + i, 17, 3 * i + 1] for i in range(8)]
+    alone = [post(served, {"prompt": p, "max_tokens": 6})[1]["choices"][0]["text"] for p in prompts]
+    bodies = [({"prompt": p, "max_tokens": 6}, True) for p in prompts]
+    bodies += [({"prompt": [1, 50257 + i], "max_tokens": 6}, False) for i in range(8)]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda b: post(served, b[0]), bodies))
+    for (body, good), (status, answer) in zip(bodies, answers):
+        if good:
+            assert status == 200 and answer["choices"][0]["text"] == alone[prompts.index(body["prompt"])]
+        else:
+            assert status == 400, message(answer)
+    assert served.process.poll() is None
+
+
+def test_echo_max_tokens_zero_and_logprobs_score_the_prompt(served):
+    """An evaluation harness's log-likelihood request: the prompt back, every token's log-probability
+    (the first null), its tokens and offsets, nothing generated."""
+    status, answer = post(served, {"prompt": PROMPT, "max_tokens": 0, "echo": True, "logprobs": 1})
+    choice = answer["choices"][0]
+    lp = choice["logprobs"]
+    assert status == 200 and choice["text"] == PROMPT and answer["usage"]["completion_tokens"] == 0
+    assert lp["token_logprobs"][0] is None and all(isinstance(v, float) for v in lp["token_logprobs"][1:])
+    assert "".join(lp["tokens"]) == PROMPT and len(lp["tokens"]) == answer["usage"]["prompt_tokens"]
+    assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(len(lp["tokens"]))]
+    assert lp["top_logprobs"][0] is None and all(1 <= len(t) <= 2 for t in lp["top_logprobs"][1:])
+
+
+def test_echo_and_max_tokens_zero_apart(served):
+    _, plain = post(served, {"prompt": PROMPT, "max_tokens": 5})
+    _, echoed = post(served, {"prompt": PROMPT, "max_tokens": 5, "echo": True})
+    assert echoed["choices"][0]["text"] == PROMPT + plain["choices"][0]["text"]
+    _, none = post(served, {"prompt": PROMPT, "max_tokens": 0})
+    assert none["choices"][0]["text"] == "" and none["choices"][0]["finish_reason"] == "length"
+    assert none["usage"]["completion_tokens"] == 0
+
+
+def test_a_stop_string_ends_the_text_before_it(served):
+    _, plain = post(served, {"prompt": PROMPT, "max_tokens": 12})
+    text = plain["choices"][0]["text"]
+    stop = text[len(text) // 2:len(text) // 2 + 2]
+    _, stopped = post(served, {"prompt": PROMPT, "max_tokens": 12, "stop": [stop]})
+    assert stopped["choices"][0]["text"] == text[:text.index(stop)]
+    assert stopped["choices"][0]["finish_reason"] == "stop"
+    status, events = post(served, {"prompt": PROMPT, "max_tokens": 12, "stop": [stop]}, stream=True)
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == text[:text.index(stop)]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and events[-1] == "[DONE]"
+
+
+def test_logprobs_give_tokens_offsets_and_at_most_k_plus_one_alternatives(served):
+    _, answer = post(served, {"prompt": PROMPT, "max_tokens": 6, "logprobs": 3})
+    choice = answer["choices"][0]
+    lp = choice["logprobs"]
+    assert "".join(lp["tokens"]) == choice["text"] and len(lp["token_logprobs"]) == 6
+    assert all(1 <= len(t) <= 4 for t in lp["top_logprobs"])
+    _, zero = post(served, {"prompt": PROMPT, "max_tokens": 3, "logprobs": 0})
+    assert all(len(t) == 1 for t in zero["choices"][0]["logprobs"]["top_logprobs"])
+
+
+def test_streaming_gives_what_the_whole_answer_gives(served):
+    body = {"prompt": PROMPT, "max_tokens": 6, "echo": True, "logprobs": 2}
+    _, whole = post(served, body)
+    status, events = post(served, body, stream=True)
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    assert status == 200 and events[-1] == "[DONE]"
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    streamed = [v for c in chunks for v in (c["choices"][0]["logprobs"] or {}).get("token_logprobs", [])]
+    assert streamed == whole["choices"][0]["logprobs"]["token_logprobs"]
+    _, events = post(served, {"prompt": PROMPT, "max_tokens": 0, "echo": True}, stream=True)
+    chunks = [e for e in events if e != "[DONE]" and e["choices"]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == PROMPT
+
+
+def test_max_tokens_absent_means_openais_sixteen(served):
+    _, answer = post(served, {"prompt": PROMPT})
+    assert answer["usage"]["completion_tokens"] == 16
+
+
+# --- however `pixi run serve` ends, nothing is left -------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _start_serve():
+    """`pixi run serve --solutions` (python -m gpt2_arch) in a session of its own, as a terminal runs it;
+    returns the process and the port once it prints its URL."""
+    env = {**os.environ, "GPT2_WEIGHTS": "synthetic", "PYTHONPATH": str(REPO)}
+    launcher = subprocess.Popen([sys.executable, "-m", "gpt2_arch", "--solutions"], cwd="/", env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    out, end = "", time.monotonic() + 900
+    while "Ctrl-C stops" not in out and time.monotonic() < end and launcher.poll() is None:
+        out += launcher.stdout.readline()
+    assert "http://127.0.0.1:" in out, out
+    return launcher, int(out.split("http://127.0.0.1:")[1].split("/")[0])
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, how):
+    """Ctrl-C (SIGINT to the terminal's process group), a kill, a closed terminal (SIGHUP) and a kill -9 of
+    the launcher alone: max serve and its workers end, and the port is free within 15 s."""
+    launcher, port = _start_serve()
+    try:
+        assert not _port_free(port)
+        sig = getattr(signal, how)
+        if how == "SIGINT":
+            os.killpg(launcher.pid, sig)  # Ctrl-C reaches the terminal's foreground group
+        else:
+            launcher.send_signal(sig)
+        launcher.wait(timeout=60)
+
+        def left() -> str:
+            return subprocess.run(["pgrep", "-af", f"gpt2_arch.*--port {port}$"], capture_output=True, text=True).stdout
+
+        end = time.monotonic() + 15
+        while (left().strip() or not _port_free(port)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert _port_free(port), f"port {port} still taken 15 s after {how}"
+        assert not left().strip(), f"processes left 15 s after {how}: {left()}"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
