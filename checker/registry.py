@@ -9,7 +9,7 @@ reads what was registered; it never imports a step's module.
 A new step's check is a new module in checker/steps/ that calls `register`: no machinery module
 changes. The course around it does: its place in pyproject.toml's step-order contract (above the
 steps it builds on; tests/test_imports.py fails until it is there), its mistakes injected in
-tests/injections.py and listed in the README (tests/test_catalogue.py), its hints in
+tests/injections.py and listed in the book's checks page (tests/test_catalogue.py), its hints in
 checker/hints.py, a solution, a skeleton and a `pixi run sNN` task.
 """
 

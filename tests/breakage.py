@@ -2,7 +2,7 @@
 
 Each Breakage turns a solution's source into a broken copy and says which
 words the report must show. `where` marks the line the message must point at
-(the line holding `marker`). The same table is the README's troubleshooting
+(the line holding `marker`). The same table is the book's troubleshooting
 section: tests/test_robustness.py holds the two together.
 """
 
@@ -89,8 +89,8 @@ class Breakage:
     name: str  # what the learner did
     steps: list[str]  # the steps it is tried on
     edit: Callable[[str, str], str]  # (solution source, step) -> broken source
-    says: str  # words the report must show (README: "you see")
-    do: str  # what to do about it (README: "what to do")
+    says: str  # words the report must show (troubleshooting page: "you see")
+    do: str  # what to do about it (troubleshooting page: "what to do")
     marker: str | None = None  # the message must point at the line holding this text
     passes: bool = False  # the check still passes (print noise)
 
@@ -203,7 +203,7 @@ MACHINE = {t.name: t for t in [
 
 
 def troubleshooting_rows() -> list[str]:
-    """The README's troubleshooting table, one row per breakage and trouble."""
+    """The troubleshooting page's table, one row per breakage and trouble."""
     def cell(text: str) -> str:
         return f"`{text}`" if text else "(it just works)"
 

@@ -1,6 +1,6 @@
 """Files written to Modular's online book (Jan 2026 layout: its contracts, MAX 25.7 and 26.1 names)
 get a numeric verdict from every check: tests/book/ holds a complete set of twelve, written here
-to the book's pages. Each row of the README's "Coming from the online book" table is a step below."""
+to the book's pages. Each row of the book's "Coming from the online book" table (book/docs/online-book.md) is a step below."""
 
 from __future__ import annotations
 

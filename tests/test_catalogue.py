@@ -3,7 +3,7 @@ lists in CATALOGUE, injected into a copy of the solution (tests/injections.py),
 must fail the check and be named as the diagnosis of the first failing part.
 
 The summary table (step, mistakes, caught, named) is printed at the end of the
-test run; README.md keeps the same figures, and a test holds them together.
+test run; the book's checks page (book/docs/checks.md) keeps the same figures, and a test holds them together.
 """
 
 import re
@@ -52,9 +52,9 @@ def test_injected_mistake_is_caught_and_named(checkpoints, write_step, record_pr
 
 
 def test_readme_table_matches_the_catalogue():
-    """README.md's mistake table lists each step's catalogue size, caught and named on each stand-in
+    """The checks page's mistake table lists each step's catalogue size, caught and named on each stand-in
     (what this suite enforces: every case above must pass)."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "book" / "docs" / "checks.md").read_text()
     rows = dict(re.findall(r"^\| (\d\d) \| (\d+)(?: \| \2){4} \|$", readme, re.M))
     assert rows == {step: str(len(catalogue(step))) for step in registry.steps()}, rows
     total = sum(len(catalogue(step)) for step in registry.steps())

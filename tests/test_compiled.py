@@ -102,7 +102,7 @@ def test_compiled_parts_pass_for_the_finished_steps(checkpoint, learner_repo):
 
 def test_minimal_reproduction_of_the_max_fault(checkpoint):
     """checker.max_bugs reproduces it with plain max.graph (exit 1 while MAX 26.7 has it); if this fails, MAX
-    fixed it: the catalogue's compiled-mask-lost and the README's row about it can go."""
+    fixed it: the catalogue's compiled-mask-lost and the troubleshooting page's row about it can go."""
     done = run_python("-m", "checker.max_bugs")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "T fixed   : row 1 = [-101.0, -91.0, -81.0, -71.0]  right" in done.stdout

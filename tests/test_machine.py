@@ -1,6 +1,6 @@
 """What the machine or the files lack: weights, network, write access, the right
 Python, a package, the repository as the current folder. Each case is a row of
-tests/breakage.py's MACHINE table (and of the README's troubleshooting table)."""
+tests/breakage.py's MACHINE table (and of the book's troubleshooting page)."""
 
 import sys
 

@@ -41,7 +41,7 @@ def test_hugging_face_cache_is_found_and_verified(checkpoint, tmp_path, monkeypa
 
 
 def test_gpt2_scale_standin_has_gpt2s_magnitudes(checkpoints):
-    """What checker/references/synthetic.py and the README say of the GPT-2-scale stand-in, measured on the check inputs."""
+    """What checker/references/synthetic.py and the book's checks page say of the GPT-2-scale stand-in, measured on the check inputs."""
     from checker.references.attention_np import softmax
     from checker.references.reference import activations
     from checker.references.synthetic import MASSIVE_CHANNELS
