@@ -149,6 +149,15 @@ BREAKAGES = [
     Breakage("a reshape to the wrong number of elements", list(ENTRY), at_start("_T.zeros([2, 3]).reshape([5])"),
              "MAX could not build reshape", "the new shape must hold as many elements as the old",
              "_T.zeros([2, 3]).reshape([5])"),
+    Breakage("an index past the end of a table in F.gather", list(ENTRY),
+             at_start("__import__('max.experimental.functional', fromlist=['gather']).gather(_T.zeros([4, 3]), "
+                      "_T.from_dlpack(__import__('numpy').array([0, 7])), axis=0)"),
+             "F.gather was given index 7, but the axis it reads has 4 entries",
+             "look at how the indices are made: ids or positions past the table, or an offset off by one",
+             "_T.zeros([4, 3])"),
+    Breakage("an index past the end of an axis", list(ENTRY), at_start("_T.zeros([4, 3])[5]"),
+             "index 5 is past the end of an axis of size 4", "index within the axis (0 to size - 1, or from the "
+             "end with -1)", "_T.zeros([4, 3])[5]"),
     Breakage("an infinite loop", list(ENTRY), at_start("while True: pass"), "no result after",
              "find the loop that never ends; --timeout S changes the limit"),
     Breakage("an infinite loop when the file loads", ALL, append("\nwhile True:\n    pass\n"), "no result after",

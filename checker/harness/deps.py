@@ -21,8 +21,9 @@ from types import ModuleType
 from checker import registry
 from checker.reporting.report import FAIL, PASS, Part
 
-# steps.step_NN, solutions.solution_NN, and the February layout's step_NN (checker.running.compat.sibling)
-_STEP = re.compile(r"^(?:steps\.step|solutions\.solution|step)_(\d\d)(?:__[0-9a-f]+)?$")
+# steps.step_NN, solutions.solution_NN, the February layout's step_NN (checker.running.compat.sibling), and
+# a step imported relatively from a folder of its own (checker.running.learner.package_of)
+_STEP = re.compile(r"^(?:steps(?:__[0-9a-f]+)?\.step|solutions\.solution|step)_(\d\d)(?:__[0-9a-f]+)?$")
 
 
 @dataclass(frozen=True)

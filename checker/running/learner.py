@@ -9,6 +9,8 @@ limit and reports the learner's own line rather than a MAX or MLIR traceback.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import linecache
@@ -68,7 +70,8 @@ def _dims(text: str) -> str:
 _ELEMENTWISE = {"AddOp": "+", "SubOp": "-", "MulOp": "*", "DivOp": "/", "PowOp": "**", "MaxOp": "max", "MinOp": "min",
                 "GreaterOp": ">", "GreaterEqualOp": ">=", "EqualOp": "==", "NotEqualOp": "!=", "SelectOp": "where"}
 _OP_NAMES = {"MoGatherOp": "gather", "GatherOp": "gather", "MatmulOp": "a matmul (@)", "ReshapeOp": "reshape",
-             "ConcatOp": "concat", "BroadcastToOp": "broadcast_to", "TransposeOp": "transpose"}
+             "ConcatOp": "concat", "BroadcastToOp": "broadcast_to", "TransposeOp": "transpose",
+             "SliceOp": "an index or slice (x[...])"}
 
 
 def _operands(text: str) -> list[tuple[str, str, str]]:
@@ -97,6 +100,10 @@ def _needs(op: str, operands: list[tuple[str, str, str]], reason: str) -> str:
                 "(x.cast(DType.float32))")
     if op == "MatmulOp":
         return "a matmul needs the left operand's last axis to equal the right operand's second-to-last"
+    if op == "SliceOp" and (m := re.search(r"(start|stop) index (-?\d+) out of range for dimension size (\d+)", reason)):
+        size = int(m.group(3))
+        return (f"index {m.group(2)} is past the end of an axis of size {size} (its entries are 0 to {size - 1}, "
+                f"or -{size} to -1 from the end)")
     if op == "ReshapeOp":
         sizes = [str(int(np.prod([int(d) for d in re.findall(r"-?\d+", shape)]))) if re.fullmatch(r"\[[\d, ]*\]", shape)
                  else "?" for _, _, shape in operands]
@@ -148,6 +155,15 @@ _TRANSLATED = [
     (r'^An error occurred in kernel entry point named "[^"]*":\nAn error occurred in kernel named "__custom__(\w+)":'
      r"\n(.*?)\n\n",
      lambda m: f"your Mojo kernel {m.group(1)} raised: {m.group(2).strip()}"),
+    # an index out of range met while a kernel runs: MAX's kernel error, with its own message kept
+    (r'^An error occurred in kernel entry point named "[^"]*":\n(?:An error occurred in kernel named "[^"]*":\n)*'
+     r"gather index (-?\d+) is out of bounds for axis \d+ with size (\d+)",
+     lambda m: f"F.gather was given index {m.group(1)}, but the axis it reads has {m.group(2)} entries (0 to "
+               f"{int(m.group(2)) - 1}): look at how the indices are made (an id past the table, a position past "
+               f"n_positions, an offset off by one)"),
+    (r'^An error occurred in kernel entry point named "([^"]*)":\n(?:An error occurred in kernel named "[^"]*":\n)*'
+     r"(.+)",
+     lambda m: f"MAX's kernel {m.group(1).strip('_')} stopped: {m.group(2).strip()}"),
     (r"^when using dims to index into a list or NumPy array",
      lambda m: "a symbolic dimension (Dim) used where a Python int is needed (a list or numpy array): compiled, "
                "the length is a symbol; build the tensor with MAX ops, which take a Dim, not with numpy"),
@@ -237,14 +253,33 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)
 
 
+def package_of(folder: Path) -> str:
+    """The package a step file's folder is, for its relative imports (`from .step_01 import GPT2Config`,
+    the online book's layout, its steps folder a package): `steps` or `solutions` for the course's own,
+    else a package of its own per folder, made now, whose modules are that folder's files."""
+    folder = folder.resolve()
+    for known in ("steps", "solutions"):
+        if folder == REPO / known:
+            return known
+    name = f"steps__{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"  # checker.harness.deps reads it
+    if name not in sys.modules:
+        package = ModuleType(name)
+        package.__path__ = [str(folder)]
+        package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        package.__spec__.submodule_search_locations = [str(folder)]
+        sys.modules[name] = package
+    return name
+
+
 def import_step(path: Path, name: str, *, timeout: float = 0) -> ModuleType:
-    """Imports a step file from its path, reporting syntax and import errors briefly."""
+    """Imports a step file from its path, reporting syntax and import errors briefly. The file is a
+    module of its folder's package (package_of), so relative imports of its sibling steps work."""
     if not path.exists():
         raise LearnerError(f"{shown(path)} does not exist")
     compat.install(is_learner_file)
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # so `from steps.step_01 import ...` resolves
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(f"{package_of(path.parent)}.{name}", path)
     module = importlib.util.module_from_spec(spec)
     linecache.checkcache(str(path))
     try:
