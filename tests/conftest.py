@@ -8,6 +8,7 @@ must hold on both (solutions, variants, styles, every catalogued mistake).
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,45 @@ from checker.references.weights import find_checkpoint  # noqa: E402
 
 
 STANDINS = ("synthetic", "scale")
+
+
+def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]:
+    """Each case with one stand-in, the two taken in turn within each step: every case runs once, and
+    each step's cases are run on both stand-ins (the catalogue, the held-out mistakes, the other styles).
+    The solutions themselves run on both (tests/test_mutations.py)."""
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for case in cases:
+        step = step_of(case)
+        out.append((*case, STANDINS[seen[step] % len(STANDINS)]))
+        seen[step] += 1
+    return out
+
+
+# --- the two tiers ----------------------------------------------------------------------------------
+# `python -m pytest` runs the default tier, what a contributor runs before a commit (<= 15 min from a cold
+# cache on 2 cores): every test of steps 01-09 and every test that runs no check of a later step.
+# `python -m pytest -m slow` runs the rest, which CI runs too: the cases of steps 10-15 (each runs the
+# learner's whole model eagerly, compiles a model or a Mojo kernel: 10-90 s a case), real servers, the
+# benches, whole-model compiles, the book's older layouts.
+SLOW_FROM_STEP = 10
+SLOW_FILES = {"test_bench.py", "test_book_contracts.py", "test_book_feb.py", "test_compiled.py", "test_gpt2.py",
+              "test_package_imports.py", "test_serving.py", "test_step14.py", "test_step15.py"}
+_STEP_ID = re.compile(r"^(?:step_?)?(\d\d)(?!\d)")
+
+
+def _slow(item) -> bool:
+    if item.path.name in SLOW_FILES or item.get_closest_marker("slow"):
+        return True
+    callspec = getattr(item, "callspec", None)
+    step = _STEP_ID.match(callspec.id) if callspec else None
+    return bool(step) and int(step.group(1)) >= SLOW_FROM_STEP
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if _slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -196,19 +236,15 @@ def _table(write, columns: list[str], rows: dict[str, list[int]]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The mutation suite's table (per step and stand-in: mistakes injected, caught, named) and the
+    """The mutation suite's table (per step: mistakes injected, on which stand-in, caught, named) and the
     margin table (per part and stand-in: the worst max |diff| / allowed of a correct implementation)."""
     write = terminalreporter.write_line
     if MUTATION_RESULTS:
         terminalreporter.section("mistake catalogue: injected into the solutions")
-        rows = {}
-        for step, results in MUTATION_RESULTS.items():
-            rows[step] = [len({m for m, _ in results})]
-            for standin in STANDINS:
-                mine = [r for (m, k), r in results.items() if k == standin]
-                rows[step] += [sum(c for c, _ in mine), sum(n for _, n in mine)]
-        _table(write, ["mistakes", "caught, synthetic", "named, synthetic", "caught, GPT-2-scale",
-                       "named, GPT-2-scale"], rows)
+        rows = {step: [len(results), *(sum(k == standin for _, k in results) for standin in STANDINS),
+                       sum(c for c, _ in results.values()), sum(n for _, n in results.values())]
+                for step, results in MUTATION_RESULTS.items()}
+        _table(write, ["mistakes", "on synthetic", "on GPT-2-scale", "caught", "named"], rows)
     if UNSEEN_RESULTS:
         terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, misleading")
         _table(write, ["mutations", "failed", "placed", "misleading"],

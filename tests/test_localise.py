@@ -2,18 +2,18 @@
 
 tests/held_out.py holds at least three per step whose parts have sub-parts; none of
 them is a catalogued mistake, so the check cannot name one: it must probe the
-learner's own pieces (checker/diagnosis/localise.py) and say where. The localisers run
-on both stand-ins.
+learner's own pieces (checker/diagnosis/localise.py) and say where. Each step's
+cases alternate between the two stand-ins (tests/conftest.py: alternating).
 """
 
 import pytest
 
 from checker import registry
 from checker.reporting.report import PASS
-from tests.conftest import STANDINS, mutate, solution_source
+from tests.conftest import alternating, mutate, solution_source
 from tests.held_out import HELD_OUT
 
-CASES = [(step, name, standin) for step, cases in HELD_OUT.items() for name in cases for standin in STANDINS]
+CASES = alternating([(step, name) for step, cases in HELD_OUT.items() for name in cases])
 
 
 @pytest.mark.parametrize("step, name, standin", CASES, ids=[f"{s}-{n}-{k}" for s, n, k in CASES])

@@ -3,6 +3,7 @@ crash or never return; a plain one-task kernel, correct but slow, passes."""
 
 import re
 
+import numpy as np
 import pytest
 
 from checker.steps import step15
@@ -109,7 +110,7 @@ def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, tmp_path)
     report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
     kernel, text = report.part("kernel"), report.render()
     assert kernel.status == FAIL, text
-    assert "K 5 (shorter than one vector), N 2" in text and "N 3 (three rows of x)" in text, text
+    assert "x [2, 5] w [11, 5]" in text and "x [3, 100] w [29, 100]" in text, text
     if kernel.mistake is step15.RACE:
         assert "never written" in text, text
 
@@ -124,3 +125,49 @@ def test_a_kernel_linear_that_loses_the_position_axis_is_named(checkpoints, tmp_
     decode = report.part("decode")
     assert decode.status == FAIL and "KernelLinear(" in decode.summary, report.render()
     assert "returned shape [2, 2304], [2, 1, 2304] expected" in decode.summary, decode.summary
+
+
+def _fake_results(config, wrong):
+    """Each kernel case's arrays and the outputs `wrong(x, w, b, y)` makes of the right ones (no Mojo run)."""
+    from checker.running.mojo import SEED, case_arrays
+
+    cases = step15.kernel_cases(config)
+    arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}
+    results = {name: [wrong(*args, step15.expected(*args)).astype(np.float32)] for name, args in arrays.items()}
+    return cases, results, arrays
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_a_dropped_tail_of_k_is_told_by_k_not_by_a_case(checkpoint, width):
+    """Off exactly where K is no multiple of the width: said as K's tail, whichever case labels fail (one has
+    three rows of x: the rows are not blamed)."""
+    def wrong(x, w, b, y):
+        whole = x.shape[1] // width * width
+        return step15.expected(x[:, :whole] * 1.0, w[:, :whole], b) if whole < x.shape[1] else y
+    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    assert said.startswith("the tail of K") and "K = 5, 37, 50, 100" in said and "rows of x" not in said, said
+
+
+def test_wrong_last_outputs_of_m_are_told_as_m(checkpoint):
+    def wrong(x, w, b, y):
+        y = y.copy()
+        if y.shape[1] % 8:
+            y[:, -(y.shape[1] % 8):] = 0.0
+        return y
+    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    assert said.startswith("the last outputs of M") and "the last 5 of M = 53" in said, said
+
+
+def test_wrong_rows_of_x_after_the_first_are_told_as_rows(checkpoint):
+    def wrong(x, w, b, y):
+        y = y.copy()
+        y[1:] += 1.0
+        return y
+    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    assert said.startswith("rows of x after the first") and "x [3, 100] w [29, 100]" in said, said
+
+
+def test_noise_everywhere_is_told_by_no_dimension(checkpoint):
+    rng = np.random.default_rng(0)
+    assert step15.dimension(*_fake_results(checkpoint.learner_config(),
+                                           lambda x, w, b, y: y + rng.standard_normal(y.shape))) == []

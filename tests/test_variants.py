@@ -1,6 +1,7 @@
 """Correct implementations in other styles pass every step's check: the whole-file
 variants in tests/variants/ and the edits of the solutions in tests/styles.py,
-at least three per step."""
+at least three per step, each step's taking the two stand-ins in turn
+(tests/conftest.py: alternating)."""
 
 import shutil
 from pathlib import Path
@@ -9,23 +10,22 @@ import pytest
 
 from checker import registry
 from checker.paths import REPO
-from tests.conftest import KERNEL_STEP, STANDINS, assert_passes_with_margin, mutate, solution_source
+from tests.conftest import KERNEL_STEP, alternating, assert_passes_with_margin, mutate, solution_source
 from tests.styles import STYLES
 
 VARIANTS = Path(__file__).parent / "variants"
 FILES = sorted(p.name for p in VARIANTS.glob("step*.py"))
-EDITS = [(step, name) for step, styles in STYLES.items() for name in styles]
+FILE_CASES = alternating([(name,) for name in FILES], step_of=lambda case: case[0][4:6])
+EDITS = alternating([(step, name) for step, styles in STYLES.items() for name in styles])
 
 
-@pytest.mark.parametrize("standin", STANDINS)
-@pytest.mark.parametrize("variant", FILES)
+@pytest.mark.parametrize("variant, standin", FILE_CASES, ids=[f"{v}-{k}" for v, k in FILE_CASES])
 def test_variant_file_passes(checkpoints, record_property, variant, standin):
     report = registry.step(variant[4:6]).check(VARIANTS / variant, checkpoints[standin])
     assert_passes_with_margin(report, variant[4:6], standin, record_property)
 
 
-@pytest.mark.parametrize("standin", STANDINS)
-@pytest.mark.parametrize("step, name", EDITS, ids=[f"{s}-{n}" for s, n in EDITS])
+@pytest.mark.parametrize("step, name, standin", EDITS, ids=[f"{s}-{n}-{k}" for s, n, k in EDITS])
 def test_style_edit_passes(checkpoints, record_property, write_step, step, name, standin):
     old, new = STYLES[step][name]
     path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")

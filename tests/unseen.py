@@ -60,6 +60,8 @@ SUBPARTS: dict[str, tuple[str, ...]] = {
     "09": ("attention half", "MLP half"),
     "10": ("embeddings", "ln_f", "h.N"),
     "11": ("head", "body"),
+    "14": ("ragged positions", "last rows", "embeddings", "attention half", "paged_attention", "MLP half", "ln_2",
+           "ln_f", "head"),
 }
 
 UNSEEN: list[Mutation] = [
@@ -246,4 +248,22 @@ UNSEEN: list[Mutation] = [
              ("paged_attention", "scale")),
     Mutation("14", "row-before-last", "F.cast(input_row_offsets[1:], DType.int64) - 1",
              "F.cast(input_row_offsets[1:], DType.int64) - 2", ("last rows",)),
+    Mutation("14", "embeddings-without-positions", "x = t.wte(tokens) + F.gather(t.wpe.weight, positions, axis=0)",
+             "x = t.wte(tokens)", ("embeddings",)),
+    Mutation("14", "attention-half-not-added", "x = x + paged_attention(", "x = paged_attention(",
+             ("attention half",)),
+    Mutation("14", "mlp-residual-dropped", "x = x + block.mlp(block.ln_2(x))", "x = block.mlp(block.ln_2(x))",
+             ("MLP half",)),
+    Mutation("14", "mlp-on-the-stream-unnormed", "x = x + block.mlp(block.ln_2(x))", "x = x + block.mlp(x)",
+             ("ln_2",)),
+    Mutation("14", "ln-f-skipped", "return t.ln_f(x) @ t.wte.weight.T", "return x @ t.wte.weight.T", ("ln_f",)),
+    Mutation("14", "head-doubled", "return t.ln_f(x) @ t.wte.weight.T", "return 2 * (t.ln_f(x) @ t.wte.weight.T)",
+             ("head",)),
+    # ---- step 15: the decode around a right kernel (the cause is outside it) ----
+    Mutation("15", "decode-head-without-ln-f", "last = t.ln_f(x[:, -1, :])", "last = x[:, -1, :]",
+             ("outside the kernel",)),
+    Mutation("15", "decode-positions-from-zero", "t.wpe(input_ids.shape[-1], cache[0].shape[-2])",
+             "t.wpe(input_ids.shape[-1], 0)", ("outside the kernel",)),
+    Mutation("15", "decode-mlp-residual-dropped", "            x = x + block.mlp(block.ln_2(x))",
+             "            x = block.mlp(block.ln_2(x))", ("outside the kernel",)),
 ]

@@ -3,6 +3,8 @@ mistakes learners make in wiring it (steps 08 and 09). Float64; [B, T, C]."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from checker.references import attention_np
@@ -105,3 +107,15 @@ class Model:
 
     def ln_f(self, x):
         return gpt2_np.layer_norm(x, self.ln_f_w, self.ln_f_b, self.eps)
+
+    @functools.cached_property
+    def head(self) -> np.ndarray:
+        """wte.T in float64 [C, V]: the tied head, made once (~0.5 s and 300 MB for GPT-2's vocabulary)."""
+        return self.wte.T.astype(np.float64)
+
+
+@functools.cache
+def model_of(checkpoint: Checkpoint) -> Model:
+    """`checkpoint`'s numpy GPT-2, built once per process (~4 s, ~1 GB in float64): the mistakes of steps 10,
+    11 and 13 are computed from it, check after check."""
+    return Model(checkpoint)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.references.block_np import Model
+from checker.references.block_np import model_of
 from checker.reporting.compare import WHOLE_MODEL, Mistake
 from checker.harness.deps import earlier_steps_part
 from checker.diagnosis import localise
@@ -87,7 +87,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if module is None:
         return run.finish("needs construction to pass (the weights must load)")
     fwd = run.run_part("forward", lambda: module(int_tensor(ids)), (), refs["last_hidden"], AXES,
-                       CATALOGUE, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
+                       CATALOGUE, (functools.partial(model_of, checkpoint), ids), tol=WHOLE_MODEL,
                        localise=lambda got: localise.model(run, module, ids, refs))
     run.point_to_earlier_steps(fwd)
     return run.finish()

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from checker.references.attention_np import log_softmax, softmax
-from checker.references.block_np import Model
+from checker.references.block_np import model_of
 from checker.reporting.compare import WHOLE_MODEL, Mistake, compare
 from checker.diagnosis.compiled import BATCH, SEQ, compile_module, diagnose, run_compiled
 from checker.harness.deps import earlier_steps_part, used_modules
@@ -171,7 +171,7 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected, n_lay
 
 
 def _logits(model, ids, **switches):
-    return model().hidden(ids, **switches) @ model().wte.T.astype(np.float64)
+    return model().hidden(ids, **switches) @ model().head
 
 
 # Each computes the logits [B, T, V] with the mistake from `model` (a function that
@@ -221,7 +221,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.todo_only(["logits"], lambda: cls(config)(int_tensor(ids)))
         return run.finish("needs the checkpoint to load")
     logits = run.run_part("logits", lambda: model(int_tensor(ids)), (), refs["logits"], AXES,
-                          LOGITS_MISTAKES, (functools.cache(lambda: Model(checkpoint)), ids), tol=WHOLE_MODEL,
+                          LOGITS_MISTAKES, (functools.partial(model_of, checkpoint), ids), tol=WHOLE_MODEL,
                           what="forward", localise=lambda got: head(run, model, ids, refs))
     run.point_to_earlier_steps(logits)
     if all(p.status == PASS for p in run.report.parts):

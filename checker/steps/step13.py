@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.references.attention_np import merge_heads, softmax, split_heads
-from checker.references.block_np import Model
+from checker.references.block_np import model_of
 from checker.reporting.compare import DECODE, WHOLE_MODEL, Mistake, compare
 from checker.diagnosis.compiled import compile_with_cache, diagnose, load_gpt2
 from checker.harness.deps import used_modules
@@ -102,7 +102,7 @@ OUTPUT_MISTAKES = [
 # --- the model's mistakes, from the numpy GPT-2 ---------------------------------------------------
 
 def _last_logits(model, ids, positions):
-    return (model().hidden(ids, positions=positions) @ model().wte.T.astype(np.float64))[:, -1]
+    return (model().hidden(ids, positions=positions) @ model().head)[:, -1]
 
 
 POSITIONS_NOT_OFFSET = Mistake(
@@ -284,7 +284,7 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     v = compare(first, refs["logits"][:, SPLIT - 1], axes=("sequences", ""), mistakes=[], tol=WHOLE_MODEL)
     if not v.ok:
         return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}", v.details, v.mistake, v.margin)
-    numpy_model = functools.cache(lambda: Model(checkpoint))
+    numpy_model = functools.partial(model_of, checkpoint)
     mistakes = ((m, m.compute(numpy_model, ids)) for m in MODEL_MISTAKES)
     v = compare(logits, refs["logits"][:, T - 1], axes=("sequences", ""), mistakes=mistakes, tol=WHOLE_MODEL)
     setting = f"{SPLIT} tokens at once, then {T - SPLIT} on their cache, op by op"

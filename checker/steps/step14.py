@@ -23,6 +23,7 @@ same batches with the mistake's positions, rows, attention scale or output (see 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -148,6 +149,34 @@ def scenario_rows(tokens: dict[str, list[int]]) -> list[list[tuple[str, bool]]]:
     return out
 
 
+def scenario_stream(model, tokens: dict[str, list[int]]) -> dict[str, np.ndarray]:
+    """Hugging Face through SCENARIO, every row's stream where the learner's model is probed (probe_names):
+    {"h.i.ln_1": the input of block i, "h.i.ln_2": after its attention half, "h.i.mlp": its MLP's output,
+    "ln_f": ln_f's input, "ln_f out": its output}, each [all rows of all batches, C] in batch order."""
+    import torch
+
+    seen: dict[str, list[np.ndarray]] = {}
+    hooks = []
+    for i, block in enumerate(model.transformer.h):
+        for name, module in ((f"h.{i}.ln_1", block.ln_1), (f"h.{i}.ln_2", block.ln_2)):
+            hooks.append(module.register_forward_pre_hook(
+                lambda m, args, name=name: seen.setdefault(name, []).append(args[0][0].double().numpy())))
+        hooks.append(block.mlp.register_forward_hook(
+            lambda m, args, out, i=i: seen.setdefault(f"h.{i}.mlp", []).append(out[0].double().numpy())))
+    def ln_f(module, args, out):  # a forward hook returns None: the output stays
+        seen.setdefault("ln_f", []).append(args[0][0].double().numpy())
+        seen.setdefault("ln_f out", []).append(out[0].double().numpy())
+
+    hooks.append(model.transformer.ln_f.register_forward_hook(ln_f))
+    try:
+        with torch.no_grad():
+            scenario_logits(model, tokens)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {name: np.concatenate(rows) for name, rows in seen.items()}
+
+
 def scenario_logits(model, tokens: dict[str, list[int]], variant: Variant = Variant()) -> list[np.ndarray]:
     """Hugging Face through SCENARIO as `variant` computes it: per batch, every new row's [rows, V] logits.
 
@@ -188,19 +217,86 @@ def paged_params(config, layers: int):
                             num_layers=layers, page_size=PAGE_SIZE, devices=[DeviceRef.CPU()])
 
 
-def compile_served(paged_model, last_rows_fn, kv_params):
-    """The learner's GPT2Paged inside the course's serving graph, compiled with MAX's ragged inputs."""
+PROBED = ("ln_1", "ln_2", "mlp")  # each block's modules the probe records; and the body's ln_f
+
+
+class Probed:
+    """The learner's GPT2Paged in the check's compiled graph, returning beside every row's logits what its
+    model's LayerNorms and MLPs were given or gave as its forward ran (the stream at each half of each
+    block), so that a model that is off can be placed piece by piece without a second compile.
+
+    `names` lists the recorded tensors, in order, once the graph is traced: "h.i.ln_1" (block i's input),
+    "h.i.ln_2" (after its attention half), "h.i.mlp" (its MLP's output), "ln_f" (the stream at the end),
+    "ln_f out"; a piece the learner's forward does not call through its module is simply not there."""
+
+    def __init__(self, paged, kv_params):
+        from max.experimental.nn import Module
+
+        self.names: list[str] = []
+        probe = self
+
+        class _Graph(Module):
+            def __init__(self):
+                self.paged = paged
+
+            def forward(self, tokens, return_n_logits, input_row_offsets, *kv_inputs):
+                from max import tree
+                from max.nn.kv_cache import KVCacheInputsPerDevice
+
+                del return_n_logits
+                flat = iter(x._graph_value for x in kv_inputs)
+                (kv,) = tree.leaves(kv_params.unflatten_kv_inputs(flat), leaf=KVCacheInputsPerDevice)
+                recorded = []
+                with probe._recording(recorded, self.paged):  # the copy Module.compile traces, not `paged`
+                    logits = self.paged(tokens, kv, input_row_offsets)
+                probe.names = [name for name, _ in recorded]
+                return (logits, *(value for _, value in recorded))
+
+        self.graph = _Graph()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _recording(recorded: list, paged):
+        t = getattr(paged, "transformer", None)
+        watched = [(f"h.{i}.{name}", getattr(block, name)) for i, block in enumerate(getattr(t, "h", []) or [])
+                   for name in PROBED if hasattr(block, name)]
+        if t is not None and hasattr(t, "ln_f"):
+            watched.append(("ln_f", t.ln_f))
+        for name, module in watched:
+            forward = module.forward
+
+            def record(x, *args, name=name, forward=forward, **kwargs):
+                y = forward(x, *args, **kwargs)
+                if name.endswith(".mlp"):
+                    recorded.append((name, y))
+                else:
+                    recorded.append((name, x))
+                    if name == "ln_f":
+                        recorded.append(("ln_f out", y))
+                return y
+
+            object.__setattr__(module, "forward", record)
+        try:
+            yield
+        finally:
+            for _, module in watched:
+                if "forward" in vars(module):
+                    object.__delattr__(module, "forward")
+
+
+def compile_probed(paged_model, kv_params) -> tuple[object, Probed]:
+    """The learner's GPT2Paged compiled with MAX's ragged inputs, its pieces recorded (Probed)."""
     from max.graph import DeviceRef
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
 
-    from gpt2_arch.model import ServedGPT2
+    probed = Probed(paged_model, kv_params)
+    types = modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()])
+    return probed.graph.compile(*types), probed
 
-    served = ServedGPT2(paged_model, last_rows_fn, kv_params)
-    return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
 
-
-def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.ndarray]:
-    """The compiled model through SCENARIO on a real PagedKVCacheManager: per batch, every row's [rows, V]."""
+def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """The compiled probe (compile_probed) through SCENARIO on a real PagedKVCacheManager: per batch, every
+    row's logits [rows, V], and per batch the recorded tensors [rows, C]."""
     from max import tree
     from max.driver import CPU, Buffer
     from max.engine import InferenceSession
@@ -210,7 +306,7 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.n
 
     manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]),
                                   total_num_pages=32, max_batch_size=8)
-    contexts, done, out = {}, {name: 0 for name in tokens}, []
+    contexts, done, out, recorded = {}, {name: 0 for name in tokens}, [], []
     for batch in SCENARIO:
         for name, n in batch:
             if name not in contexts:
@@ -226,10 +322,11 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> list[np.n
             manager.alloc(c)
         ids = np.concatenate([c.tokens.active for c in ctxs]).astype(np.int64)
         offsets = np.cumsum([0] + [len(c.tokens.active) for c in ctxs]).astype(np.uint32)
-        result = compiled(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
-                          Buffer.from_numpy(offsets), *tree.leaves(manager.runtime_inputs([ctxs])))
-        out.append(np.from_dlpack(result.logits).astype(np.float64))
-    return out
+        logits, *pieces = compiled(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
+                                   Buffer.from_numpy(offsets), *tree.leaves(manager.runtime_inputs([ctxs])))
+        out.append(np.from_dlpack(logits).astype(np.float64))
+        recorded.append([np.from_dlpack(p).astype(np.float64) for p in pieces])
+    return out, recorded
 
 
 def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[str, bool]]]) -> list[str]:
@@ -265,11 +362,70 @@ def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[
     elif off["prompt"] and right["prompt"]:
         lines.append("some prompts are right and others not: look at what differs per request in the batch "
                      "(its rows, its positions)")
-    elif off["prompt"]:
-        lines.append("every request is off, prompts too, so not only what the cache gives back: look at "
-                     "paged_attention (the keys and values it stores, the mask and scale it attends with) and at "
-                     "what forward does with its rows; ragged_positions is checked apart, above")
     return lines
+
+
+def _rows_off(got: np.ndarray, want: np.ndarray, rows: list[tuple[str, bool]]) -> tuple[bool, str]:
+    """(whether any row is off, which: "every row", or the requests' prompt / decode rows that are)."""
+    off = np.max(np.abs(got - want) / WHOLE_MODEL.allowed(want), axis=-1) > 1
+    if not off.any():
+        return False, ""
+    if off.all():
+        return True, "every row"
+    kinds = {("prompt" if is_prompt else "decode", name) for (name, is_prompt), bad in zip(rows, off) if bad}
+    prompts = sorted(n for k, n in kinds if k == "prompt")
+    decodes = sorted(n for k, n in kinds if k == "decode")
+    said = [f"{', '.join(prompts)}'s prompt rows" if prompts else "", f"{', '.join(decodes)}'s decode rows" if decodes else ""]
+    return True, " and ".join(s for s in said if s) + (" (prompts right: what a decode step reads back from the cache)"
+                                                        if decodes and not prompts else "")
+
+
+def _piece(name: str) -> str:
+    """"h.0.ln_2" -> "block 0's ln_2"."""
+    block, _, module = name.rpartition(".")
+    return f"block {block.removeprefix('h.')}'s {module}" if block else name
+
+
+def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, np.ndarray], got_logits: np.ndarray,
+          want_logits: np.ndarray, rows: list[tuple[str, bool]]) -> list[str]:
+    """The first piece of the learner's paged model that differs from Hugging Face on the scenario's rows,
+    from what the probe recorded (Probed): the embeddings, each block's attention half and MLP half, ln_f,
+    the head. One line; it names paged_attention only when an attention half is the first to differ."""
+    got = {}
+    for i, name in enumerate(names):
+        got.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
+    n = PAGED_LAYERS
+    expected = [f"h.{i}.{p}" for i in range(n) for p in PROBED] + ["ln_f", "ln_f out"]
+    if not got:
+        return ["where: the probes could not place it (your forward calls none of the blocks' ln_1, ln_2 and mlp "
+                "nor ln_f as modules, so the stream between them is not seen)"]
+    if missing := [name for name in expected if name not in got and name != "ln_f out"]:
+        said = " and ".join(_piece(name) for name in missing[:3]) + (" (and more)" if len(missing) > 3 else "")
+        return [f"where: forward never calls {said}: each block is x + attention(ln_1(x)), then x + mlp(ln_2(x)); "
+                "ln_f once at the end"]
+    order = list(dict.fromkeys(names))
+    if order != expected:
+        return [f"where: forward calls the blocks' modules in the order {', '.join(order)} (expected h.0's ln_1, "
+                f"ln_2, mlp, then h.1's, ..., ln_f once at the end)"]
+    steps = [("h.0.ln_1", "the embeddings: the stream into block 0 is not wte(tokens) + wpe's row at each row's "
+              "position (ragged_positions passes, above: look at how forward uses it)")]
+    for i in range(n):
+        after = f"h.{i + 1}.ln_1" if i + 1 < n else "ln_f"
+        steps += [(f"h.{i}.ln_2", f"block {i}'s attention half: its input matches, the stream after x + "
+                   f"paged_attention(...) does not: paged_attention (the keys and values it stores under layer_idx "
+                   f"{i} and reads back, the mask, the scale) or how forward adds it to the stream"),
+                  (f"h.{i}.mlp", f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
+                   "does not: what forward hands it (ln_2 of the stream)"),
+                  (after, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
+                   "residual add x + mlp(ln_2(x))")]
+    steps.append(("ln_f out", "ln_f: the stream at the end matches, ln_f's output does not"))
+    for name, said in steps:
+        off, which = _rows_off(got[name], stream[name], rows)
+        if off:
+            return [f"where: everything before matches Hugging Face; {said}; off on {which}"]
+    off, which = _rows_off(got_logits, want_logits, rows)
+    return [f"where: the whole stream and ln_f's output match Hugging Face; the head does not: every row's logits "
+            f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if off else []
 
 
 def course_last_rows(input_row_offsets):
@@ -385,8 +541,8 @@ def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint)
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
         paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
-        compiled = run.call(compile_served, paged, course_last_rows, kv_params)
-        got = run.call(run_scenario, compiled, kv_params, tokens)
+        compiled, probed = run.call(compile_probed, paged, kv_params)
+        got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
     hf = _hf(checkpoint, PAGED_LAYERS)
@@ -407,6 +563,8 @@ def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint)
     if not verdict.ok and flat_got.shape == flat_want.shape:
         verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
         if verdict.mistake is None:
+            rows = [row for batch in scenario_rows(tokens) for row in batch]
+            verdict.details += place(probed.names, recorded, scenario_stream(hf, tokens), flat_got, flat_want, rows)
             verdict.details += _where(got, want, scenario_rows(tokens))
     part = Part.from_verdict("paged model", verdict)
     part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"

@@ -47,19 +47,15 @@ WIDTHS = (4, 8, 16, 32, 64)  # vector widths a learner may choose: the tail they
 
 
 def kernel_cases(config) -> list[tuple[str, int, int, int, bool]]:
-    """(name, N, K, M, bias): x [N, K], w [M, K], b [M]; small shapes with remainders, then GPT-2's."""
+    """(name, N, K, M, bias): x [N, K], w [M, K], b [M]; small shapes with remainders (K and M no
+    multiple of a vector or a band of rows, M below the tasks, K below one vector, N above 1), then
+    GPT-2's. Each is named by its shapes only: which dimension fails is read from the pattern (dimension)."""
     c, inner, v = config.n_embd, config.n_inner or 4 * config.n_embd, config.vocab_size
-    return [
-        ("K 37, M 53 (neither a multiple of a vector or of a band of rows)", 1, 37, 53, True),
-        ("M 7 (fewer rows than tasks)", 1, 50, 7, True),
-        ("K 5 (shorter than one vector), N 2", 2, 5, 11, True),
-        ("N 3 (three rows of x)", 3, 100, 29, True),
-        (f"c_attn [{c} -> {3 * c}]", 1, c, 3 * c, True),
-        (f"attn.c_proj [{c} -> {c}]", 1, c, c, True),
-        (f"c_fc [{c} -> {inner}]", 1, c, inner, True),
-        (f"mlp.c_proj [{inner} -> {c}]", 1, inner, c, True),
-        (f"head [{c} -> {v}], no bias", 1, c, v, False),
-    ]
+    small = [(1, 37, 53), (1, 50, 7), (2, 5, 11), (3, 100, 29)]
+    gpt2 = [("c_attn", c, 3 * c), ("attn.c_proj", c, c), ("c_fc", c, inner), ("mlp.c_proj", inner, c)]
+    return [(_shape(n, k, m), n, k, m, True) for n, k, m in small] + \
+        [(f"{name} {_shape(1, k, m)}", 1, k, m, True) for name, k, m in gpt2] + \
+        [(f"head {_shape(1, c, v)}, no bias", 1, c, v, False)]
 
 
 # --- what a kernel computes, and its mistakes -------------------------------------------------------
@@ -132,6 +128,51 @@ def _named(results: dict, arrays: dict) -> Mistake | None:
     return _bias_times(results, arrays)
 
 
+def _shape(n: int, k: int, m: int) -> str:
+    return f"x [{n}, {k}] w [{m}, {k}]"
+
+
+def dimension(cases, results: dict, arrays: dict) -> list[str]:
+    """Which dimension makes the failing cases fail, read from the pattern across all the cases and, within
+    each, from which outputs are off: a tail of K (off exactly where K is no multiple of a vector width), the
+    last outputs of M (those after whole bands of rows), or rows of x after the first. [] when no single
+    dimension explains it."""
+    bad = {}
+    for name, n, k, m, _ in cases:
+        x, w, b = arrays[name]
+        y = results[name][0].astype(np.float64)
+        want = expected(x, w, b)
+        if y.shape != want.shape:
+            return []
+        bad[name] = np.abs(y - want) > KERNEL.allowed(want)
+    failing = {name for name, cells in bad.items() if cells.any()}
+    if not failing:
+        return []
+    shapes = {name: (n, k, m) for name, n, k, m, _ in cases}
+    fits = [width for width in WIDTHS if failing == {name for name, (_, k, _) in shapes.items() if k % width}]
+    if fits:  # the tail of K: failing exactly where K is no multiple of a vector width
+        ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
+        right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
+        width = f"{fits[0]}" if len(fits) == 1 else f"your vector width ({' or '.join(map(str, fits))} fit)"
+        return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
+                f"K that is (K = {right}): the columns after the last whole vector of each row"]
+    tails = {}
+    for name in failing:  # the last outputs of M: every bad output at the end of its row of y
+        n, k, m = shapes[name]
+        columns = np.flatnonzero(bad[name].any(axis=0))
+        if len(columns) and np.array_equal(columns, np.arange(columns[0], m)):
+            tails[name] = m - columns[0]
+    if len(tails) == len(failing) and any(t < shapes[name][2] for name, t in tails.items()):
+        listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
+        return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
+                "of w after the last whole band a task takes"]
+    if all(shapes[name][0] > 1 and not bad[name][0].any() for name in failing):
+        listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
+        return [f"rows of x after the first: off only on shapes with more than one row of x ({listed}), and "
+                "there only on rows 1 and up; row 0 is right"]
+    return []
+
+
 # --- the check ------------------------------------------------------------------------------------
 
 
@@ -175,7 +216,8 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
-    details = [f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}"]
+    details = [] if raced else dimension(cases, results, arrays)
+    details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""
         details += [f"{name}{varies}: {verdicts[name].summary}", *(f"  {d}" for d in verdicts[name].details)]
@@ -205,6 +247,27 @@ def counting_kernel_calls():
     CustomOp.__call__ = counted
     try:
         yield calls
+    finally:
+        CustomOp.__call__ = original
+
+
+@contextlib.contextmanager
+def max_products():
+    """While a graph is traced, every call of the custom op gpt2_matvec computes x @ w.T + b with MAX's own
+    ops instead: the learner's decode with only their kernel taken out."""
+    from max.experimental.custom import CustomOp
+
+    original = CustomOp.__call__
+
+    def product(self, *args, **kwargs):
+        if self.name != "gpt2_matvec":
+            return original(self, *args, **kwargs)
+        x, w, b = args
+        return x @ w.T + b
+
+    CustomOp.__call__ = product
+    try:
+        yield
     finally:
         CustomOp.__call__ = original
 
@@ -287,9 +350,14 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
         run.add(Part.from_error("decode", e))
         return None
     hf = load_hf_model(checkpoint)
+
+    def reference(ids: list[int]) -> np.ndarray:
+        """Hugging Face's logits at each decode step of the prompt followed by `ids`."""
+        with torch.no_grad():
+            return hf(torch.tensor([prompt + ids])).logits[0, PROMPT_LENGTH:PROMPT_LENGTH + NEW_TOKENS - 1].double().numpy()
+
+    want = reference(ids)
     with torch.no_grad():
-        full = torch.tensor([prompt + ids])
-        want = hf(full).logits[0, PROMPT_LENGTH:PROMPT_LENGTH + NEW_TOKENS - 1].double().numpy()
         theirs = hf.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, PROMPT_LENGTH, dtype=torch.long),
                              max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                              eos_token_id=None, pad_token_id=0)[0, PROMPT_LENGTH:].tolist()
@@ -312,14 +380,37 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
             f"the decode steps through your kernel differ from Hugging Face: {verdict.summary}"
         details = problems[1:] if kernel_calls != expected_calls else problems
         if kernel_calls == expected_calls:
-            details.append("your kernel passed alone, so look at what goes in and out of it in GPT2WithKernel: "
-                           "which weight and bias each KernelLinear holds, the reshapes around matvec, the "
-                           "head's weight (wte, tied)")
+            details.append(_without_kernel(run, step, model, prefill, config, thirteen, prompt, reference, theirs))
         run.add(Part("decode", FAIL, summary, details, margin=verdict.margin))
         return None
     run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids equal transformers'; {NEW_TOKENS - 1} decode steps "
                  f"through your kernel ({kernel_calls} calls each): {verdict.summary}", margin=verdict.margin))
     return prefill, both, thirteen.empty_cache
+
+
+def _without_kernel(run: StepRun, step, model, prefill, config, thirteen, prompt, reference, theirs) -> str:
+    """The learner's decode again, every gpt2_matvec call made MAX's x @ w.T + b (max_products): where the
+    cause is, in one line. The same wrong numbers without the kernel put it outside the kernel."""
+    print("(compiling your decode again with MAX's products in place of your kernel, to tell which is off)",
+          file=sys.stderr, flush=True)
+    try:
+        with max_products():
+            plain = run.call(compile_decode, run.call(step.GPT2WithKernel, model), config)
+        ids, decoded = run.call(greedy_steps, prefill_then_decode(prefill, plain), config, thirteen.empty_cache,
+                                prompt, NEW_TOKENS)
+    except LearnerError as e:
+        return f"your decode with MAX's products in place of your kernel could not run either ({e}): the cause is " \
+               "outside the kernel, in GPT2WithKernel or KernelLinear"
+    verdict = compare(np.stack(decoded), reference(ids), axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
+    if verdict.ok and ids == theirs:
+        return ("with MAX's products in place of your kernel (every gpt2_matvec call computed as x @ w.T + b), your "
+                "decode is right: the kernel is the cause, as decode calls it (it passed alone on these shapes: "
+                "look at what differs in decode: x's rows one per sequence, the head's M of "
+                f"{config.vocab_size}, calls one after another)")
+    return ("with MAX's products in place of your kernel (every gpt2_matvec call computed as x @ w.T + b), your "
+            f"decode is still off ({verdict.summary}): the cause is outside the kernel: in what GPT2WithKernel and "
+            "KernelLinear hand matvec (which weight and bias, the reshapes around it, the head's weight: wte, tied) "
+            "or in the decode step around it (step 13's forward, as GPT2WithKernel runs it)")
 
 
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
