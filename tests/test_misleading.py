@@ -170,19 +170,20 @@ def test_step14_a_request_near_the_tolerance_is_not_called_right():
     from checker.reporting.compare import CORRECT_MARGIN, WHOLE_MODEL
 
     rng = np.random.default_rng(0)
-    want = [rng.standard_normal((len(batch), 64)) for batch in step14.SCENARIO]
+    rows = step14.scenario_rows(step14.scenario_tokens(400))  # per batch, each row's (request, prompt or not)
+    want = [rng.standard_normal((len(batch), 64)) for batch in rows]
     atol = WHOLE_MODEL.atol(np.concatenate(want))
     allowed = [atol + WHOLE_MODEL.rtol * np.abs(w) for w in want]
-    # Every request off by half the tolerance, but request A of batch 1 by twice it.
+    # Every request off by half the tolerance, but the first request of batch 1 by twice it (in one row).
     got = [w + 0.5 * a for w, a in zip(want, allowed)]
     got[0][0] = want[0][0] + 2 * allowed[0][0]
-    lines = step14._where(got, want)
+    lines = step14._where(got, want, rows)
     assert "right for none" in lines[0], lines
     assert any(line.startswith("within the tolerance but off") and "at 0.50" in line for line in lines), lines
     assert not any("some prompts are right" in line for line in lines), lines
     # Exact everywhere but one request: the per-request advice.
     got = [w.copy() for w in want]
     got[0][1] = want[0][1] + 3 * allowed[0][1]
-    lines = step14._where(got, want)
+    lines = step14._where(got, want, rows)
     assert any("some prompts are right and others not" in line for line in lines), lines
     assert CORRECT_MARGIN < 0.5
