@@ -12,7 +12,11 @@ records its verdict with `add(Part(...))`. `finish` closes the report.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 
@@ -30,15 +34,42 @@ from checker.reporting.report import FAIL, PASS, SKIP, Part, Report
 from checker.references.weights import Checkpoint
 
 
+def _key(value):
+    """A hashable stand-in for a mistake's input, equal only for equal inputs: arrays by their bytes, values,
+    frozen dataclasses (a Checkpoint), functions; TypeError for anything else (a tensor, a learner's module),
+    which is not kept."""
+    if isinstance(value, np.ndarray):
+        return value.shape, value.dtype.str, hashlib.sha1(np.ascontiguousarray(value).tobytes()).digest()
+    if isinstance(value, (list, tuple)):
+        return tuple(_key(v) for v in value)
+    if isinstance(value, functools.partial):
+        return value.func, _key(value.args), tuple(sorted((k, _key(v)) for k, v in value.keywords.items()))
+    if value is None or isinstance(value, (bool, int, float, str, types.FunctionType)) or \
+            (dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen):
+        return value
+    raise TypeError(f"no key for {type(value).__name__}")
+
+
+_OUTPUTS: dict = {}  # (mistake, inputs' key) -> output: a process checks one learner file after another (tests)
+_OUTPUTS_BYTES = 256 * 2**20  # what the outputs kept may hold in all
+
+
 def mistake_outputs(mistakes, *inputs):
     """Each mistake with its output on `inputs`, computed only when asked for (comparing stops at the
-    first that matches: a model's mistakes each cost a whole forward pass); one whose shapes cannot
-    compose is left out."""
+    first that matches: a model's mistakes each cost a whole forward pass) and once per process; one whose
+    shapes cannot compose is left out."""
     for m in mistakes:
         try:
-            out = m.compute(*inputs)
+            key = (m, _key(inputs))
+        except TypeError:
+            key = None
+        try:
+            out = _OUTPUTS[key] if key in _OUTPUTS else m.compute(*inputs)
         except ValueError:  # e.g. a split mistake that changes the shape, inside forward
             continue
+        if key is not None and key not in _OUTPUTS and isinstance(out, np.ndarray) and \
+                sum(o.nbytes for o in _OUTPUTS.values()) + out.nbytes <= _OUTPUTS_BYTES:
+            _OUTPUTS[key] = out
         yield m, out
 
 

@@ -108,14 +108,9 @@ class Model:
     def ln_f(self, x):
         return gpt2_np.layer_norm(x, self.ln_f_w, self.ln_f_b, self.eps)
 
-    @functools.cached_property
-    def head(self) -> np.ndarray:
-        """wte.T in float64 [C, V]: the tied head, made once (~0.5 s and 300 MB for GPT-2's vocabulary)."""
-        return self.wte.T.astype(np.float64)
-
 
 @functools.cache
 def model_of(checkpoint: Checkpoint) -> Model:
-    """`checkpoint`'s numpy GPT-2, built once per process (~4 s, ~1 GB in float64): the mistakes of steps 10,
-    11 and 13 are computed from it, check after check."""
+    """`checkpoint`'s numpy GPT-2, built once per process (~4 s, ~500 MB of float32 for GPT-2 small): the
+    mistakes of steps 10, 11 and 13 are computed from it, check after check."""
     return Model(checkpoint)

@@ -171,7 +171,7 @@ def _loading_part(name: str, run: StepRun, build, load, tensors, expected, n_lay
 
 
 def _logits(model, ids, **switches):
-    return model().hidden(ids, **switches) @ model().head
+    return model().hidden(ids, **switches) @ model().wte.T.astype(np.float64)
 
 
 # Each computes the logits [B, T, V] with the mistake from `model` (a function that

@@ -34,7 +34,7 @@ from checker.running.learner import LearnerError
 from checker.running.loading import require_module
 from checker.references.reference import EXTRA_TOKENS, NEW_TOKENS, PROMPT, activations, greedy_continuation, long_sequences
 from checker.reporting.report import FAIL, PASS, Part, Report
-from checker.harness.runner import StepRun
+from checker.harness.runner import StepRun, mistake_outputs
 from checker.running.tensors import int_tensor, tensor, to_numpy
 from checker.steps.step12 import ScriptedModel, eos_part, first_difference, seeded_part, tokenizer_of
 from checker.references.weights import Checkpoint
@@ -102,7 +102,7 @@ OUTPUT_MISTAKES = [
 # --- the model's mistakes, from the numpy GPT-2 ---------------------------------------------------
 
 def _last_logits(model, ids, positions):
-    return (model().hidden(ids, positions=positions) @ model().head)[:, -1]
+    return (model().hidden(ids, positions=positions) @ model().wte.T.astype(np.float64))[:, -1]
 
 
 POSITIONS_NOT_OFFSET = Mistake(
@@ -245,11 +245,12 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
             return Part(name, FAIL, f"{case}: the keys returned are the values", mistake=KV_SWAPPED)
         for i, what, got, want in ((1, "keys", key, want_k), (2, "values", value, want_v)):
             # mistakes are computed only when the comparison fails
-            v = compare(got, want, axes=axes, mistakes=((m, m.compute(*inputs)[i]) for m in [CACHE_AFTER_NEW]))
+            v = compare(got, want, axes=axes, mistakes=((m, out[i]) for m, out in
+                                                          mistake_outputs([CACHE_AFTER_NEW], *inputs)))
             if not v.ok:
                 return Part(name, FAIL, f"{case}, the {what} returned: {v.summary}", v.details, v.mistake, v.margin)
         v = compare(out, refs["attn"][:, P:P + T], axes=("sequences", "positions", ""),
-                    mistakes=((m, m.compute(*inputs)) for m in OUTPUT_MISTAKES))
+                    mistakes=mistake_outputs(OUTPUT_MISTAKES, *inputs))
         if not v.ok:
             return Part(name, FAIL, f"{case}, the output: {v.summary}", v.details, v.mistake, v.margin)
         verdicts.append(v)
@@ -285,7 +286,7 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     if not v.ok:
         return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}", v.details, v.mistake, v.margin)
     numpy_model = functools.partial(model_of, checkpoint)
-    mistakes = ((m, m.compute(numpy_model, ids)) for m in MODEL_MISTAKES)
+    mistakes = mistake_outputs(MODEL_MISTAKES, numpy_model, ids)
     v = compare(logits, refs["logits"][:, T - 1], axes=("sequences", ""), mistakes=mistakes, tol=WHOLE_MODEL)
     setting = f"{SPLIT} tokens at once, then {T - SPLIT} on their cache, op by op"
     if not v.ok:

@@ -380,7 +380,8 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
             f"the decode steps through your kernel differ from Hugging Face: {verdict.summary}"
         details = problems[1:] if kernel_calls != expected_calls else problems
         if kernel_calls == expected_calls:
-            details.append(_without_kernel(run, step, model, prefill, config, thirteen, prompt, reference, theirs))
+            details.append(_without_kernel(run, step, model, prefill, config, thirteen, prompt, reference, theirs,
+                                           summary))
         run.add(Part("decode", FAIL, summary, details, margin=verdict.margin))
         return None
     run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids equal transformers'; {NEW_TOKENS - 1} decode steps "
@@ -388,10 +389,13 @@ def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
     return prefill, both, thirteen.empty_cache
 
 
-def _without_kernel(run: StepRun, step, model, prefill, config, thirteen, prompt, reference, theirs) -> str:
+def _without_kernel(run: StepRun, step, model, prefill, config, thirteen, prompt, reference, theirs,
+                    verdict_line: str) -> str:
     """The learner's decode again, every gpt2_matvec call made MAX's x @ w.T + b (max_products): where the
-    cause is, in one line. The same wrong numbers without the kernel put it outside the kernel."""
-    print("(compiling your decode again with MAX's products in place of your kernel, to tell which is off)",
+    cause is, in one line. The same wrong numbers without the kernel put it outside the kernel. The failing
+    verdict (`verdict_line`) is printed first, so that a learner reads it while this runs."""
+    print(f"(decode FAILS: {verdict_line}; compiling your decode again with MAX's products in place of your kernel, "
+          "to tell whether the kernel is the cause: about a minute after a change; the report follows)",
           file=sys.stderr, flush=True)
     try:
         with max_products():
