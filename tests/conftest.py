@@ -44,36 +44,43 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
     return out
 
 
-# --- the two tiers ----------------------------------------------------------------------------------
+# --- the three tiers --------------------------------------------------------------------------------
 # `python -m pytest` runs the default tier, what a contributor runs before a commit (<= 15 min from a cold
 # cache on 2 cores): every test of steps 01-09 and every test that runs no check of a later step.
-# `python -m pytest -m slow` runs the rest, which CI runs too: the cases of steps 10-15 (each runs the
-# learner's whole model eagerly, compiles a model or a Mojo kernel: 10-90 s a case), the other styles
-# (each brings ops of its own, 20-150 s each to compile on a cold cache), real servers, the benches,
-# whole-model compiles, the book's older layouts.
+# `python -m pytest -m slow` runs what CI runs besides: the cases of steps 10-15 (each runs the learner's
+# whole model eagerly, compiles a model or a Mojo kernel: 10-90 s a case), the other styles (each brings
+# ops of its own, 20-150 s to compile on a cold cache), real servers, the benches.
+# `python -m pytest -m heavy` runs the rest, which CI leaves out for its time (each 40-300 s: ~30 min in
+# all): the uncatalogued mistakes and other styles of steps 13-15, step 15's kernel messages, whole-model
+# compile-only faults, the online book's layouts, the head ablation.
 SLOW_FROM_STEP = 10
-SLOW_FILES = {"test_bench.py", "test_book_contracts.py", "test_book_feb.py", "test_compiled.py", "test_gpt2.py",
-              "test_package_imports.py", "test_serving.py", "test_step14.py", "test_step15.py", "test_variants.py"}
+HEAVY_FROM_STEP = 13
+SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",
+              "test_variants.py"}
+HEAVY_FILES = {"test_book_contracts.py", "test_book_feb.py", "test_compiled.py", "test_step15.py"}
+HEAVY_BY_STEP = {"test_unseen.py", "test_variants.py"}  # heavy from HEAVY_FROM_STEP on
 _STEP_ID = re.compile(r"^(?:step_?)?(\d\d)(?!\d)")
-
-
 _STEP_TEST = re.compile(r"^test_(?:step_?)?(\d\d)_")
 
 
-def _slow(item) -> bool:
-    """Whether `item` is in the slow tier: its file is, it is marked, or its step (its parameters' first
-    field, or its name: test_12_..., test_step14_...) is SLOW_FROM_STEP or later."""
-    if item.path.name in SLOW_FILES or item.get_closest_marker("slow"):
-        return True
+def tier(item) -> str:
+    """"default", "slow" or "heavy": by its file, its marker, or its step (its parameters' first field, or its
+    name: test_12_..., test_step14_...)."""
     callspec = getattr(item, "callspec", None)
-    step = (_STEP_ID.match(callspec.id) if callspec else None) or _STEP_TEST.match(item.originalname)
-    return bool(step) and int(step.group(1)) >= SLOW_FROM_STEP
+    found = (_STEP_ID.match(callspec.id) if callspec else None) or _STEP_TEST.match(item.originalname)
+    step = int(found.group(1)) if found else 0
+    name = item.path.name
+    if name in HEAVY_FILES or item.get_closest_marker("heavy") or (name in HEAVY_BY_STEP and step >= HEAVY_FROM_STEP):
+        return "heavy"
+    if name in SLOW_FILES or item.get_closest_marker("slow") or step >= SLOW_FROM_STEP:
+        return "slow"
+    return "default"
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if _slow(item):
-            item.add_marker(pytest.mark.slow)
+        if (which := tier(item)) != "default":
+            item.add_marker(getattr(pytest.mark, which))
 
 
 @pytest.fixture(scope="session")

@@ -84,7 +84,7 @@ def short_text(tmp_path_factory):
     return path
 
 
-@pytest.mark.slow  # ~4 min: every head of the model ablated in turn (tests/conftest.py: the tiers)
+@pytest.mark.heavy  # ~4 min: every head of the model ablated in turn (tests/conftest.py: the tiers)
 def test_ablation_ranks_heads_and_counts_the_removable(checkpoint, tmp_path, short_text):
     out = tmp_path / "ablate.png"
     assert ablate.main(["--solutions", "--text", str(short_text), "--out", str(out)]) == 0
