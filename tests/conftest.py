@@ -2,8 +2,9 @@
 
 The suite uses the stand-ins only (GPT2_WEIGHTS=synthetic by default), so its
 results do not depend on what a machine has downloaded: `checkpoint` is the
-default stand-in, `checkpoints[standin]` either of the two, for the tests that
-must hold on both (solutions, variants, styles, every catalogued mistake).
+default stand-in, `checkpoints[standin]` either of the two: the solutions run on
+both, and the catalogued mistakes, held-out mistakes and styles on each in turn
+(`alternating`). `tier` puts each test in one of the three tiers.
 """
 
 import fcntl
