@@ -52,12 +52,14 @@ def _key(value):
 
 _OUTPUTS: dict = {}  # (mistake, inputs' key) -> output: a process checks one learner file after another (tests)
 _OUTPUTS_BYTES = 256 * 2**20  # what the outputs kept may hold in all
+_kept_bytes = 0
 
 
 def mistake_outputs(mistakes, *inputs):
     """Each mistake with its output on `inputs`, computed only when asked for (comparing stops at the
     first that matches: a model's mistakes each cost a whole forward pass) and once per process; one whose
     shapes cannot compose is left out."""
+    global _kept_bytes
     for m in mistakes:
         try:
             key = (m, _key(inputs))
@@ -68,8 +70,9 @@ def mistake_outputs(mistakes, *inputs):
         except ValueError:  # e.g. a split mistake that changes the shape, inside forward
             continue
         if key is not None and key not in _OUTPUTS and isinstance(out, np.ndarray) and \
-                sum(o.nbytes for o in _OUTPUTS.values()) + out.nbytes <= _OUTPUTS_BYTES:
+                _kept_bytes + out.nbytes <= _OUTPUTS_BYTES:
             _OUTPUTS[key] = out
+            _kept_bytes += out.nbytes
         yield m, out
 
 

@@ -150,7 +150,7 @@ def scenario_rows(tokens: dict[str, list[int]]) -> list[list[tuple[str, bool]]]:
 
 
 def scenario_stream(model, tokens: dict[str, list[int]]) -> dict[str, np.ndarray]:
-    """Hugging Face through SCENARIO, every row's stream where the learner's model is probed (probe_names):
+    """Hugging Face through SCENARIO, every row's stream where the learner's model is probed (Probed):
     {"h.i.ln_1": the input of block i, "h.i.ln_2": after its attention half, "h.i.mlp": its MLP's output,
     "ln_f": ln_f's input, "ln_f out": its output}, each [all rows of all batches, C] in batch order."""
     import torch
@@ -329,6 +329,11 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> tuple[lis
     return out, recorded
 
 
+def _row_margins(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """[rows, V] -> [rows]: each row's worst |got - want| / what the whole-model tolerance allows."""
+    return np.max(np.abs(got - want) / WHOLE_MODEL.allowed(want), axis=-1)
+
+
 def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[str, bool]]]) -> list[str]:
     """Which requests are right in which batch, in words: prompt rows and decode rows apart.
 
@@ -337,7 +342,7 @@ def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[
     right, off = {"prompt": [], "decode": []}, {"prompt": [], "decode": []}
     near = []
     flat_want = np.concatenate(want)  # [rows, V]: allowed as the part's verdict allows it
-    margins = iter(np.max(np.abs(np.concatenate(got) - flat_want) / WHOLE_MODEL.allowed(flat_want), axis=-1))
+    margins = iter(_row_margins(np.concatenate(got), flat_want))
     for i, batch in enumerate(rows):
         worst: dict[str, float] = {}
         for name, _ in batch:
@@ -367,7 +372,7 @@ def _where(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[
 
 def _rows_off(got: np.ndarray, want: np.ndarray, rows: list[tuple[str, bool]]) -> tuple[bool, str]:
     """(whether any row is off, which: "every row", or the requests' prompt / decode rows that are)."""
-    off = np.max(np.abs(got - want) / WHOLE_MODEL.allowed(want), axis=-1) > 1
+    off = _row_margins(got, want) > 1
     if not off.any():
         return False, ""
     if off.all():
@@ -426,15 +431,6 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
     off, which = _rows_off(got_logits, want_logits, rows)
     return [f"where: the whole stream and ln_f's output match Hugging Face; the head does not: every row's logits "
             f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if off else []
-
-
-def course_last_rows(input_row_offsets):
-    """Each request's last row, as the check's compiled probe takes it (the learner's last_rows is
-    checked on its own, above, and serves in max serve)."""
-    from max.dtype import DType
-    from max.experimental import functional as F
-
-    return F.cast(input_row_offsets[1:], DType.int64) - 1
 
 
 # --- the check ------------------------------------------------------------------------------------
