@@ -5,6 +5,7 @@
     python -m gpt2 "..." --compare                       and transformers' continuation beside it;
                                                          if the ids differ, which of your steps to look at
     python -m gpt2 "..." --temperature 0.8 --top-k 40 --seed 1
+    python -m gpt2 "..." --int8                          and your step 16's decode on 8-bit weights
 
 The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
 load_hf_weights, compiled into one MAX graph; the loop is your generate.
@@ -12,7 +13,9 @@ Once your step 13 passes its check, the text comes from your KV cache
 (GPT2WithCache, compiled, and generate_with_cache), and the tokens per
 second of both paths are printed side by side. Once your step 15 passes,
 each decode step runs through your Mojo kernel (GPT2WithKernel; the prompt
-keeps MAX's products), and its tokens per second are printed too.
+keeps MAX's products), and its tokens per second are printed too. With --int8,
+once your step 16 passes, the text also comes from your int8 decode
+(GPT2Quantized on the weights through your quantize and dequantize).
 """
 
 from __future__ import annotations
@@ -88,6 +91,42 @@ def _with_kernel(solutions: bool, checkpoint, loaded, cached):
     print("Your step 15 passes: each decode step runs through your Mojo kernel (GPT2WithKernel); the prompt "
           "through your step 13 graph.")
     return prefill_then_decode(cached, decode)
+
+
+def _int8(solutions: bool, checkpoint, eleven, thirteen):
+    """Your step 16 decode if step 16 passes its check, else None after saying why: your model loaded with
+    dequantize(quantize(w)) by your functions, the prompt through your step 13 graph on those weights, each
+    one-position step through your GPT2Quantized."""
+    from checker.diagnosis.compiled import compile_with_cache
+    from checker.references.quantize import dequantized_tensors
+    from checker.running.learner import LearnerError, call
+    from checker.running.loading import stored_tensors
+    from checker.steps.step15 import compile_decode, prefill_then_decode
+
+    sixteen = _passing_step("16", solutions, checkpoint, use="its int8 decode", otherwise="no int8 decode",
+                            missing="int8 decode")
+    if sixteen is None:
+        return None
+    config = checkpoint.learner_config()
+
+    def build():
+        from max.experimental import functional as F
+
+        with F.lazy():
+            model = eleven.GPT2LMHeadModel(config)
+        eleven.load_hf_weights(model, dequantized_tensors(stored_tensors(checkpoint), sixteen.quantize,
+                                                          sixteen.dequantize))
+        prefill = compile_with_cache(thirteen.GPT2WithCache(model), config)
+        return prefill_then_decode(prefill, compile_decode(sixteen.GPT2Quantized(model), config))
+
+    try:
+        run = call(build, timeout=0)
+    except LearnerError as e:
+        print(f"(no int8 decode: your step 16 is not done yet ({e}); pixi run s16)")
+        return None
+    print("Your step 16 passes: the last text comes from your int8 weights, each decode step through your int8 "
+          "kernel (GPT2Quantized).")
+    return run
 
 
 def _timed_tokens(tokens, text, show: bool) -> tuple[list[int], float]:
@@ -195,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--compare", action="store_true", help="also run transformers (greedy) and compare ids")
+    parser.add_argument("--int8", action="store_true", help="also decode on 8-bit weights (your step 16)")
     args = parser.parse_args(argv)
 
     import checker  # noqa: F401  (MAX's executor setting)
@@ -240,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         except LearnerError as e:
             print(f"(your model with its cache could not be compiled: {e}; the text comes without a cache)")
     kernel = None if cached is None or thirteen is None else _with_kernel(args.solutions, checkpoint, loaded, cached)
+    int8 = None
+    if args.int8:
+        int8 = None if cached is None else _int8(args.solutions, checkpoint, eleven, thirteen)
+        if cached is None:
+            print("(--int8 needs your step 13's cache first: pixi run s13)")
     settings = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed,
                     eos_token_id=None if args.compare else eos)
     decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
@@ -256,7 +301,14 @@ def main(argv: list[str] | None = None) -> int:
             with_kernel = thirteen.generate_with_cache(kernel, checkpoint.learner_config(), prompt_ids,
                                                        args.max_new_tokens, **settings)
             ours_kernel, kernel_seconds = _timed_tokens(with_kernel, _Text(lambda ids: decode(tokenizer, ids),
-                                                                          prompt_ids), True)
+                                                                          prompt_ids), int8 is None)
+        if int8 is not None:
+            if kernel is not None or cached is not None:
+                print(f"\n\nint8: {args.prompt}", end="", flush=True)
+            with_int8 = thirteen.generate_with_cache(int8, checkpoint.learner_config(), prompt_ids,
+                                                     args.max_new_tokens, **settings)
+            ours_int8, int8_seconds = _timed_tokens(with_int8, _Text(lambda ids: decode(tokenizer, ids), prompt_ids),
+                                                    True)
     except Exception as e:  # the learner's generate, generate_with_cache or decode
         from checker.running.learner import explain
 
@@ -278,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"Your kernel's decode gave other tokens: without it {ours[:8]}..., with it {ours_kernel[:8]}...; "
                   "run pixi run s15.")
             return 1
+    if int8 is not None:
+        same = next((i for i, (a, b) in enumerate(zip(ours_int8, ours)) if a != b), len(ours))
+        print(f"({len(ours_int8)} tokens in {int8_seconds:.1f} s, {len(ours_int8) / int8_seconds:.1f} tokens/s on int8 "
+              f"weights: {cached_seconds / int8_seconds:.2f}x as fast as float32 with the cache alone; the same "
+              f"tokens as float32 for the first {same} of {len(ours)}: quantisation changes the numbers a little, "
+              "and a greedy choice between two close tokens may tip)")
     if not args.compare:
         return 0
     if args.temperature != 0.0:

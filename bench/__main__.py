@@ -16,11 +16,11 @@ In one process, on the same token ids, float32 on the CPU, both sides with the s
                 filled, logits of the last position (transformers: use_cache=True, logits_to_keep=1)
   decode        greedy, batch 1: each step feeds one token and reads the cache; tokens/s over the steps
 Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
-The greedy tokens of both sides (and of the kernel's decode) are compared, the exit status 1 if any
-differ, and the decode speed set against the memory-bandwidth
-limit (checker/references/bandwidth.py), measured in the same run. The decodes (MAX, transformers, MAX with step
-15's kernel) and the bandwidth are measured in rounds, one of each per round, so their ratios are
-taken under the same load.
+The greedy tokens of both sides (and of the kernels' decodes: step 15's against transformers, step 16's int8
+against transformers on the same dequantised weights) are compared, the exit status 1 if any differ, and the
+decode speed set against the memory-bandwidth limit (checker/references/bandwidth.py), measured in the same
+run. The decodes (MAX, transformers, MAX with step 15's kernel, MAX on int8 weights with step 16's) and the
+bandwidth are measured in rounds, one of each per round, so their ratios are taken under the same load.
 """
 
 from __future__ import annotations
@@ -80,18 +80,24 @@ def _hf_tiny(folder: Path):
     return folder
 
 
+def _hf(folder: Path):
+    """transformers' GPT-2 from `folder`, float32, for inference."""
+    import torch
+    from transformers import GPT2LMHeadModel as HFModel
+
+    torch.set_grad_enabled(False)
+    return HFModel.from_pretrained(folder, dtype=torch.float32).eval()
+
+
 def _models(folder: Path, config):
     """(transformers' model, the compiled MAX model with a cache) for the checkpoint in `folder`."""
-    import torch
     from max.experimental import functional as F
     from safetensors.numpy import load_file
-    from transformers import GPT2LMHeadModel as HFModel
 
     from bench.kv_cache import compile_with_cache
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
-    torch.set_grad_enabled(False)
-    hf = HFModel.from_pretrained(folder, dtype=torch.float32).eval()
+    hf = _hf(folder)
     with F.lazy():
         model = GPT2LMHeadModel(config)
     load_hf_weights(model, load_file(folder / "model.safetensors"))
@@ -114,6 +120,28 @@ def _kernel_run(model, config, run):
     return prefill_then_decode(run, decode)
 
 
+def _int8_run(folder: Path, config):
+    """Solution 16's decode on int8 weights: the prompt through step 13's graph on the dequantised weights,
+    each one-position step through the int8 kernel (GPT2Quantized, compiled for one position)."""
+    from max.experimental import functional as F
+    from safetensors.numpy import load_file
+
+    from bench.kv_cache import compile_with_cache
+    from checker.references.quantize import dequantized_tensors
+    from checker.steps.step15 import compile_decode, prefill_then_decode
+    from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
+    from solutions.solution_16 import GPT2Quantized
+
+    with F.lazy():
+        model = GPT2LMHeadModel(config)
+    load_hf_weights(model, dequantized_tensors(load_file(folder / "model.safetensors")))
+    started = time.perf_counter()
+    prefill = compile_with_cache(model, config)
+    decode = compile_decode(GPT2Quantized(model), config)
+    print(f"int8 decode graphs compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return prefill_then_decode(prefill, decode)
+
+
 def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
     """transformers' greedy decode with its cache, shaped like bench.kv_cache.greedy's result."""
     import torch
@@ -134,6 +162,8 @@ def measure(folder: Path, config, plan: Plan) -> dict:
     import torch
 
     from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.quantize import dequantize_hf
+    from checker.steps.step16 import int8_bytes_per_token
     from bench.kv_cache import greedy, prefill
 
     hf, run, model = _models(folder, config)
@@ -150,34 +180,45 @@ def measure(folder: Path, config, plan: Plan) -> dict:
               file=sys.stderr, flush=True)
     prompt = rng.integers(0, config.vocab_size, (1, plan.decode_prompt), dtype=np.int64)
     kernel = _kernel_run(model, config, run)
-    # The three decodes and the bandwidth interleaved, one of each per round, so a change in the
+    int8 = _int8_run(folder, config)
+    # The four decodes and the bandwidth interleaved, one of each per round, so a change in the
     # machine's load (it may be shared) falls on all of them.
     decoders = dict(ours=lambda: greedy(run, config, prompt, plan.decode_steps),
                     theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
-                    kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps))
+                    kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps),
+                    int8=lambda: greedy(int8, config, prompt, plan.decode_steps))
     rounds = [{name: decode() for name, decode in decoders.items()} | dict(bandwidth=read_bandwidth())
               for _ in range(plan.repeats + 1)][1:]
     bandwidth = statistics.median(r["bandwidth"] for r in rounds)
-    ours_tps, theirs_tps, kernel_tps = (plan.decode_steps / statistics.median(r[name][1] for r in rounds)
-                                        for name in decoders)
-    generated = hf.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
-                            max_new_tokens=plan.decode_steps + 1, min_new_tokens=plan.decode_steps + 1,
-                            do_sample=False, pad_token_id=0)[:, plan.decode_prompt:].numpy()
-    ours_ids, theirs_ids, kernel_ids = (rounds[0][name][0] for name in decoders)
-    weight_bytes = weight_bytes_per_token(config)
+    ours_tps, theirs_tps, kernel_tps, int8_tps = (plan.decode_steps / statistics.median(r[name][1] for r in rounds)
+                                                  for name in decoders)
+
+    def generate(model):
+        return model.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
+                              max_new_tokens=plan.decode_steps + 1, min_new_tokens=plan.decode_steps + 1,
+                              do_sample=False, pad_token_id=0)[:, plan.decode_prompt:].numpy()
+
+    generated = generate(hf)
+    generated_int8 = generate(dequantize_hf(_hf(folder)))  # transformers on the same dequantised weights
+    ours_ids, theirs_ids, kernel_ids, int8_ids = (rounds[0][name][0] for name in decoders)
+    weight_bytes, int8_bytes = weight_bytes_per_token(config), int8_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
         prefill=rows,
         decode=dict(batch=1, prompt=plan.decode_prompt, steps=plan.decode_steps, max_tokens_per_s=ours_tps,
                     transformers_tokens_per_s=theirs_tps, speedup=ours_tps / theirs_tps,
                     kernel_tokens_per_s=kernel_tps, kernel_speedup=kernel_tps / theirs_tps,
-                    kernel_same_tokens=bool(np.array_equal(kernel_ids, generated))),
+                    kernel_same_tokens=bool(np.array_equal(kernel_ids, generated)),
+                    int8_tokens_per_s=int8_tps, int8_speedup=int8_tps / theirs_tps,
+                    int8_over_kernel=int8_tps / kernel_tps,
+                    int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8))),
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
                                    and np.array_equal(ours_ids, theirs_ids))),
         memory=dict(read_bandwidth_gb_s=bandwidth / 1e9, weight_mb_per_token=weight_bytes / 1e6,
                     limit_tokens_per_s=limit, max_fraction_of_limit=ours_tps / limit,
-                    kernel_fraction_of_limit=kernel_tps / limit,
+                    kernel_fraction_of_limit=kernel_tps / limit, int8_mb_per_token=int8_bytes / 1e6,
+                    int8_fraction_of_limit=int8_tps * int8_bytes / bandwidth,
                     transformers_fraction_of_limit=theirs_tps / limit),
     )
 
@@ -224,6 +265,9 @@ def report(result: dict) -> str:
     lines.append(f"| greedy decode with step 15's Mojo kernel | 1 | {d['prompt']} + {d['steps']} | "
                  f"{d['kernel_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
                  f"{d['kernel_speedup']:.2f}x |")
+    lines.append(f"| greedy decode on int8 weights, step 16's kernel | 1 | {d['prompt']} + {d['steps']} | "
+                 f"{d['int8_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
+                 f"{d['int8_speedup']:.2f}x |")
     same = result["tokens"]["identical"]
     lines += ["", f"Greedy tokens, MAX with its KV cache vs transformers (its decode loop and generate()): "
                   f"{'identical' if same else 'DIFFERENT'} ({len(result['tokens']['max_kv_cache'])} tokens).",
@@ -233,6 +277,10 @@ def report(result: dict) -> str:
               f"{100 * mem['transformers_fraction_of_limit']:.0f}%; with step 15's kernel MAX decodes at "
               f"{100 * mem['kernel_fraction_of_limit']:.0f}% ({'same' if d['kernel_same_tokens'] else 'OTHER'} "
               "tokens as transformers' generate).",
+              f"int8 (step 16): {mem['int8_mb_per_token']:.0f} MB per token, read at "
+              f"{100 * mem['int8_fraction_of_limit']:.0f}% of the bandwidth; {d['int8_over_kernel']:.2f}x step 15's "
+              f"float32 kernel ({'same' if d['int8_same_tokens'] else 'OTHER'} tokens as transformers' generate on "
+              "the same dequantised weights).",
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
     if "matvecs" in result:
@@ -301,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print(f"\nFigures written to {shown(path)}")
-    return 0 if result["tokens"]["identical"] and result["decode"]["kernel_same_tokens"] else 1
+    decode = result["decode"]
+    return 0 if result["tokens"]["identical"] and decode["kernel_same_tokens"] and decode["int8_same_tokens"] else 1
 
 
 if __name__ == "__main__":

@@ -302,3 +302,30 @@ def example_15() -> str:
             + _block(*lines)
             + f"\n\nReading takes {flops / (per_token / 2) / (bw / per_token):.0f}x as long as computing: decode waits "
             "for memory, and the fastest a decode step can be is the time to read every weight once.")
+
+
+def example_16() -> str:
+    from types import SimpleNamespace
+
+    from checker.references.quantize import BLOCK, dequantize, quantize
+    from checker.steps.step16 import int8_bytes_per_token
+
+    w = np.random.default_rng(16).normal(0, 0.02, (1, BLOCK)).astype(np.float32)  # one block of a row
+    w[0, 5] = 0.09  # one outlier sets the block's scale
+    q, scales = quantize(w)
+    back = dequantize(q, scales)
+    d = decode_limit()
+    config = SimpleNamespace(n_embd=768, n_inner=3072, n_layer=12, vocab_size=50257)
+    int8 = int8_bytes_per_token(config)
+    return (f"One block of {BLOCK} weights (the first 8 shown), its scale max |w| / 127 = {scales[0, 0]:.6f}:\n\n"
+            + _block(_matrix(w[:, :8], digits=4, rows=["w                  "]),
+                     "q = rint(w / scale)  " + " ".join(f"{v:7d}" for v in q[0, :8]),
+                     _matrix(back[:, :8], digits=4, rows=["q * scale          "]),
+                     f"largest error in the block: {np.abs(back - w).max():.6f} (at most scale / 2 = "
+                     f"{scales[0, 0] / 2:.6f})")
+            + "\n\nGPT-2 small at batch 1, on the machine that built this page:\n\n"
+            + _block(f"float32 weights read per decode step  {d['bytes'] / 1e6:6.0f} MB  -> at most "
+                     f"{d['bandwidth'] / d['bytes']:.0f} tokens/s",
+                     f"int8 + a scale per {BLOCK}               {int8 / 1e6:6.0f} MB  -> at most "
+                     f"{d['bandwidth'] / int8:.0f} tokens/s",
+                     f"read bandwidth, measured now          {d['bandwidth'] / 1e9:6.1f} GB/s"))

@@ -306,6 +306,44 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    "Faster: more rows of w per pass (each load of x serves them), wider vectors, as many tasks "
                    "as the CPU has threads or a few more."],
     },
+    "16": {
+        "earlier": _EARLIER,
+        "quantize": ["Each row of w [M, K] is cut into blocks of 32 columns (the last one K % 32 wide); each block "
+                     "gets its own scale, max |w| / 127, and q = w / scale rounded to the nearest, as int8.",
+                     "Pad the row with zeros to a multiple of 32 (a zero changes no block's max), reshape to "
+                     "[M, KB, 32], take np.abs(...).max(axis=-1); divide where the scale is 0 by 1 instead. numpy's "
+                     "rounding: np.rint (https://numpy.org/doc/stable/reference/generated/numpy.rint.html).",
+                     "scales = amax / np.float32(127); q = np.clip(np.rint(blocks / safe[..., None]), -127, 127)"
+                     ".astype(np.int8), reshaped back to [M, KB * 32] and cut to [M, K]."],
+        "dequantize": ["Column k of a row belongs to block k // 32: its weight is q times that block's scale.",
+                       "np.repeat(scales, 32, axis=1) gives every column its block's scale (cut it to K columns); "
+                       "np.tile would repeat the whole row of scales instead.",
+                       "q.astype(np.float32) * np.repeat(scales, 32, axis=1)[:, :K]."],
+        "quality": ["The quality part measures your quantize and dequantize on the whole model: when quantize "
+                    "passes, this passes.",
+                    "A KL several times the reference's comes from fewer scales (per row, per tensor) or from "
+                    "rounding toward zero: each loses precision on every weight.",
+                    "Blocks of 32 along K, each with max |w| / 127, and np.rint."],
+        "kernel": ["Start from your step 15 kernel: the same bands of rows and tasks. A weight is now "
+                   "q[m, k] * scales[m, k // 32]: sum x * q over a block, multiply that sum by the block's scale "
+                   "once, and add the blocks up.",
+                   "Check each index: q's row m at m * K (bytes), scales' row m at m * KB with KB = "
+                   "scales.dim_size(1) = ceil(K / 32), the last block's K % 32 columns with scales[m, KB - 1]; "
+                   "q is signed (DType.int8). SIMD casts: https://docs.modular.com/mojo/std/builtin/simd/SIMD/.",
+                   "For a whole block at k: qp.unsafe_load[width=16](m * K + k).cast[DType.float32]() times "
+                   "xp.unsafe_load[width=16](n * K + k), twice (k and k + 16), summed, times sp[m * KB + k // 32]."],
+        "decode": ["The kernel passed alone: what is left is which tensors go into it. Each QuantizedLinear holds "
+                   "its own Linear's q, scales and bias; the head multiplies by wte's weight (tied), quantised.",
+                   "np.from_dlpack(linear.weight) gives the weight as an array for quantize; Tensor.from_dlpack(q)"
+                   f" gives it back to MAX ({api('Tensor.from_dlpack')}), .to(linear.weight.device) where it lives.",
+                   "In forward: step 13's forward, with the last line's head as matvec_q8(last, head_q, "
+                   "head_scales)."],
+        "timing": ["The timing part is a report: it passes whatever the speed.",
+                   "Decode reads every weight once per token: tokens/s x bytes per token = the bandwidth you "
+                   "reach. int8 reads 1.125 bytes a weight, float32 4.",
+                   "Faster: more rows of q per pass (each load of x serves them), whole blocks of 32 as two "
+                   "vectors of 16, the scale applied once per block, as many tasks as the CPU has threads."],
+    },
 }
 
 SOURCES: dict[str, dict[str, str]] = {
@@ -331,6 +369,8 @@ SOURCES: dict[str, dict[str, str]] = {
            "seeded": "generate_with_cache"},
     "14": {"ragged": "ragged_positions", "last": "last_rows", "paged": "GPT2Paged.forward", "served": "paged_attention"},
     "15": {"kernel": "matvec", "decode": "GPT2WithKernel.forward", "timing": "KernelLinear.forward"},
+    "16": {"quantize": "quantize", "dequantize": "dequantize", "quality": "quantize", "kernel": "matvec_q8",
+           "decode": "GPT2Quantized.forward", "timing": "QuantizedLinear.forward"},
 }
 STATE = paths.REPO / ".cache" / "hints.json"
 

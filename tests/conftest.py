@@ -47,17 +47,18 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 
 # --- the three tiers --------------------------------------------------------------------------------
 # `python -m pytest` runs the default tier, what a contributor runs before a commit (<= 15 min from a cold
-# cache on 2 cores): every test of steps 01-09 and every test that runs no check of a later step.
-# `python -m pytest -m slow` runs what CI runs besides: the cases of steps 10-15 (each runs the learner's
-# whole model eagerly, compiles a model or a Mojo kernel: 10-90 s a case), the other styles (each brings
-# ops of its own, 20-150 s to compile on a cold cache), real servers, the benches.
+# cache on 2 cores): every test of steps 01-08 and every test that runs no check of a later step.
+# `python -m pytest -m slow` runs what CI runs besides: the cases of steps 09-16 (a block's first compile
+# is ~2 min cold; later steps run the learner's whole model eagerly, compile a model or a Mojo kernel:
+# 10-90 s a case), the uncatalogued mistakes and the other styles (each brings ops of its own, 20-150 s
+# to compile on a cold cache), the end-to-end workflow runs, real servers, the benches.
 # `python -m pytest -m heavy` runs the rest, which CI leaves out for its time (each 40-300 s: ~30 min in
-# all): the uncatalogued mistakes and other styles of steps 13-15, step 15's kernel messages, whole-model
-# compile-only faults, the online book's layouts, the head ablation.
-SLOW_FROM_STEP = 10
+# all): the uncatalogued mistakes and other styles of steps 13-16, the kernels' messages and the solutions
+# of steps 15-16, whole-model compile-only faults, the online book's layouts, the head ablation.
+SLOW_FROM_STEP = 9
 HEAVY_FROM_STEP = 13
 SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",
-              "test_variants.py"}
+              "test_unseen.py", "test_variants.py"}
 HEAVY_FILES = {"test_book_contracts.py", "test_book_feb.py", "test_compiled.py", "test_step15.py"}
 HEAVY_BY_STEP = {"test_unseen.py", "test_variants.py"}  # heavy from HEAVY_FROM_STEP on
 _STEP_ID = re.compile(r"^(?:step_?)?(\d\d)(?!\d)")
@@ -154,21 +155,26 @@ def solution_source(step: str) -> str:
     return (REPO / "solutions" / f"solution_{step}.py").read_text()
 
 
-KERNEL_STEP = "15"  # the step whose catalogued mistakes are in its Mojo kernel, not in its Python
+KERNELS = {"15": "matvec.mojo", "16": "matvec_q8.mojo"}  # steps with a Mojo kernel: its file in solution_NN_kernel/
 
 
-def write_kernel_step(folder: Path, mojo: str) -> Path:
-    """Solution 15 in `folder` with `mojo` as its kernel's matvec.mojo; returns the step file's path."""
-    kernel = REPO / "solutions" / "solution_15_kernel"
-    shutil.copytree(kernel, folder / kernel.name)
-    (folder / kernel.name / "matvec.mojo").write_text(mojo)
-    path = folder / "step_15.py"
-    path.write_text(solution_source(KERNEL_STEP))
+def add_kernel(path: Path, step: str) -> None:
+    """The solution's Mojo package beside step file `path`, when step `step` has one (KERNELS)."""
+    if step in KERNELS:
+        shutil.copytree(REPO / "solutions" / f"solution_{step}_kernel", path.parent / f"solution_{step}_kernel")
+
+
+def write_kernel_step(folder: Path, mojo: str, step: str = "15") -> Path:
+    """The solution of `step` in `folder`, with `mojo` as its kernel's file; returns the step file's path."""
+    path = folder / f"step_{step}.py"
+    path.write_text(solution_source(step))
+    add_kernel(path, step)
+    (folder / f"solution_{step}_kernel" / KERNELS[step]).write_text(mojo)
     return path
 
 
-def kernel_source() -> str:
-    return (REPO / "solutions" / "solution_15_kernel" / "matvec.mojo").read_text()
+def kernel_source(step: str = "15") -> str:
+    return (REPO / "solutions" / f"solution_{step}_kernel" / KERNELS[step]).read_text()
 
 
 def mutate(source: str, old: str | tuple, new: str | tuple) -> str:

@@ -272,3 +272,52 @@ INJECTIONS["15"] = {
              ("var end = M\n            var m = 0",
               "yp[unsafe_offset=n * M + m + r] += (s + bp[unsafe_offset=m + r]) / TASKS")),
 }
+
+# Step 16's mistakes: quantize and dequantize in solutions/solution_16.py, the kernel's in
+# solutions/solution_16_kernel/matvec_q8.mojo (tests/test_catalogue.py mutates the file that holds the text).
+_SCALES = "scales = np.abs(grouped).max(axis=-1) / np.float32(127)  # [M, KB]"
+_ROUND = "q = np.clip(np.rint(grouped / safe), -127, 127).astype(np.int8)"
+_BLOCK_SUM = "acc[r] += (q0 * x0 + q1 * x1) * sp[unsafe_offset=(m + r) * KB + j]"
+_TAIL_SCALE = "s += tail * sp[unsafe_offset=(m + r) * KB + whole]"
+_STORE_Q8 = "yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]"
+# a loop over whole blocks only, as a learner who writes range(K // BLOCK) does: the last K % 32 columns get none
+_WHOLE_BLOCKS_ONLY = '''    m, k = weight.shape
+    whole = k // BLOCK
+    q = np.zeros((m, k), dtype=np.int8)
+    scales = np.zeros((m, whole), dtype=np.float32)
+    for j in range(whole):
+        block = weight[:, j * BLOCK:(j + 1) * BLOCK]
+        scales[:, j] = np.abs(block).max(axis=1) / np.float32(127)
+        safe = np.where(scales[:, j] == 0, np.float32(1), scales[:, j])[:, None]
+        q[:, j * BLOCK:(j + 1) * BLOCK] = np.clip(np.rint(block / safe), -127, 127).astype(np.int8)
+    return q, scales
+'''
+INJECTIONS["16"] = {
+    "one-scale-per-tensor": (_SCALES, "scales = np.broadcast_to(np.abs(grouped).max() / np.float32(127), (m, blocks))"),
+    "one-scale-per-row": (_SCALES, "scales = np.repeat(np.abs(grouped).max(axis=(1, 2))[:, None] / np.float32(127), "
+                                   "blocks, axis=1)"),
+    "truncated": (_ROUND, _ROUND.replace("np.rint", "np.trunc")),
+    "floored": (_ROUND, _ROUND.replace("np.rint", "np.floor")),
+    "scale-over-128": (_SCALES, _SCALES.replace("127)", "128)")),
+    "scale-over-255": (_SCALES, _SCALES.replace("127)", "255)")),
+    "last-block-dropped": ('''    m, k = weight.shape
+    blocks = -(-k // BLOCK)
+''', _WHOLE_BLOCKS_ONLY + '''    blocks = -(-k // BLOCK)
+'''),
+    "scales-tiled": ("np.repeat(scales, BLOCK, axis=-1)", "np.tile(scales, BLOCK)"),
+    "dequantize-unscaled": ("return q.astype(np.float32) * per_column", "return q.astype(np.float32)"),
+    "scales-not-applied": ((_BLOCK_SUM, _TAIL_SCALE), ("acc[r] += q0 * x0 + q1 * x1", "s += tail")),
+    "unsigned-q": (("qp.unsafe_load[width=WIDTH](row).cast", "qp.unsafe_load[width=WIDTH](row + WIDTH).cast",
+                    "qp[unsafe_offset=(m + r) * K + k].cast"),
+                   ("qp.unsafe_load[width=WIDTH](row).cast[DType.uint8]().cast",
+                    "qp.unsafe_load[width=WIDTH](row + WIDTH).cast[DType.uint8]().cast",
+                    "qp[unsafe_offset=(m + r) * K + k].cast[DType.uint8]().cast")),
+    "tail-block-scale": (_TAIL_SCALE, "s += tail"),
+    "scales-row-stride": ((_BLOCK_SUM, _TAIL_SCALE),
+                          (_BLOCK_SUM.replace("* KB + j", "* whole + j"), _TAIL_SCALE.replace("* KB + whole", "* whole + whole"))),
+    "bias-twice": (_STORE_Q8, _STORE_Q8 + " + bp[unsafe_offset=m + r]"),
+    "bias-missing": (_STORE_Q8, "yp[unsafe_offset=n * M + m + r] = s"),
+    "race": (("var end = min((task + 1) * per_task, M)\n            var m = task * per_task", _STORE_Q8),
+             ("var end = M\n            var m = 0",
+              "yp[unsafe_offset=n * M + m + r] += (s + bp[unsafe_offset=m + r]) / TASKS")),
+}

@@ -167,4 +167,33 @@ STYLES: dict[str, dict[str, tuple]] = {
             "        bias = F.broadcast_to(Tensor(0.0, dtype=x.dtype, device=x.device), [weight.shape[0]])",
             "        bias = Tensor.zeros([weight.shape[0]], dtype=x.dtype, device=x.device)"),
     },
+    "16": {
+        "quantize block by block in a Python loop, the scale computed in float64": (
+            "    m, k = weight.shape\n    blocks = -(-k // BLOCK)\n",
+            "    q = np.zeros(weight.shape, dtype=np.int8)\n"
+            "    scales = np.zeros((weight.shape[0], -(-weight.shape[1] // BLOCK)), dtype=np.float32)\n"
+            "    for j in range(scales.shape[1]):\n"
+            "        block = weight[:, j * BLOCK:(j + 1) * BLOCK].astype(np.float64)\n"
+            "        scale = np.abs(block).max(axis=1) / 127\n"
+            "        scales[:, j] = scale\n"
+            "        ratio = block / np.where(scale == 0, 1, scale)[:, None]\n"
+            "        q[:, j * BLOCK:(j + 1) * BLOCK] = np.clip(np.rint(ratio), -127, 127).astype(np.int8)\n"
+            "    return q, scales\n"
+            "    m, k = weight.shape\n    blocks = -(-k // BLOCK)\n"),
+        "dequantize by padding to whole blocks and broadcasting the scales": (
+            "    per_column = np.repeat(scales, BLOCK, axis=-1)[:, :q.shape[-1]]  # [M, K]: column k's scale is "
+            "scales[:, k // BLOCK]\n    return q.astype(np.float32) * per_column",
+            "    m, k = q.shape\n"
+            "    padded = np.zeros((m, scales.shape[1] * BLOCK), dtype=np.float32)\n"
+            "    padded[:, :k] = q\n"
+            "    return (padded.reshape(m, -1, BLOCK) * scales[:, :, None]).reshape(m, -1)[:, :k]"),
+        "each block's four Linears named, not found by walking the modules": (
+            "        for _, module in [(\"\", self.transformer), *self.transformer.descendants]:\n"
+            "            for name, child in list(module.children):\n"
+            "                if isinstance(child, Linear):\n"
+            "                    setattr(module, name, QuantizedLinear(child))\n",
+            "        for block in self.transformer.h:\n"
+            "            block.attn.c_attn, block.attn.c_proj = QuantizedLinear(block.attn.c_attn), QuantizedLinear(block.attn.c_proj)\n"
+            "            block.mlp.c_fc, block.mlp.c_proj = QuantizedLinear(block.mlp.c_fc), QuantizedLinear(block.mlp.c_proj)\n"),
+    },
 }

@@ -14,7 +14,7 @@ from checker.catalogue import catalogue
 from checker.paths import REPO
 from checker import registry
 from checker.reporting.report import PASS
-from tests.conftest import KERNEL_STEP, alternating, kernel_source, mutate, solution_source, write_kernel_step
+from tests.conftest import KERNELS, add_kernel, alternating, kernel_source, mutate, solution_source, write_kernel_step
 from tests.injections import INJECTIONS
 
 CASES = alternating([(step, mistake) for step in registry.steps() for mistake in INJECTIONS.get(step, {})])
@@ -36,10 +36,11 @@ def test_every_mistake_says_what_and_hints(step):
 @pytest.mark.parametrize("step, mistake, standin", CASES, ids=[f"{s}-{m}-{k}" for s, m, k in CASES])
 def test_injected_mistake_is_caught_and_named(checkpoints, write_step, record_property, step, mistake, standin):
     old, new = INJECTIONS[step][mistake]
-    if step == KERNEL_STEP:
-        path = write_kernel_step(write_step("", "unused").parent, mutate(kernel_source(), old, new))
+    if step in KERNELS and (old if isinstance(old, str) else old[0]) in kernel_source(step):  # a mistake in the Mojo
+        path = write_kernel_step(write_step("", "unused").parent, mutate(kernel_source(step), old, new), step)
     else:
         path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
+        add_kernel(path, step)
     report = registry.step(step).check(path, checkpoints[standin])
     failing = [p for p in report.parts if p.status != PASS]
     named = bool(failing) and failing[0].mistake is not None and failing[0].mistake.id == mistake

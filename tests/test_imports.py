@@ -38,7 +38,7 @@ def _lint_with(tmp_path, module: str, line: str) -> subprocess.CompletedProcess:
 def test_the_contracts_hold():
     done = run_python(*LINT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert len(_contracts()) == 4 and "4 kept, 0 broken" in done.stdout
+    assert len(_contracts()) == 5 and "5 kept, 0 broken" in done.stdout
 
 
 def test_an_import_that_goes_up_breaks_the_contract(tmp_path):
@@ -51,6 +51,12 @@ def test_an_import_that_goes_up_breaks_the_contract(tmp_path):
 def test_an_earlier_step_importing_a_later_one_breaks_the_contract(tmp_path):
     done = _lint_with(tmp_path, "checker.steps.step03", "from checker.steps.step09 import CATALOGUE")
     assert done.returncode == 1 and "checker.steps.step03 -> checker.steps.step09" in done.stdout, done.stdout
+
+
+def test_int8_importing_serving_breaks_the_contract(tmp_path):
+    done = _lint_with(tmp_path, "checker.steps.step16", "from checker.steps.step14 import PAGE_SIZE")
+    assert done.returncode == 1 and "builds on the kernel (step 15), not on serving (step 14) BROKEN" in done.stdout, \
+        done.stdout
 
 
 def test_every_step_module_has_its_place_in_the_step_order():
@@ -91,7 +97,7 @@ CATALOGUE = [Mistake("answer-wrong", "answer is not 42", "set answer = 42")]
 
 
 def check(path, checkpoint, *, timeout=300.0):
-    report = Report("Step 16 · the answer", [])
+    report = Report("Step 17 · the answer", [])
     namespace = {}
     exec(path.read_text(), namespace)
     ok = "answer" in defined(path) and namespace["answer"] == 42
@@ -99,7 +105,7 @@ def check(path, checkpoint, *, timeout=300.0):
     return report
 
 
-register(Step("16", check, CATALOGUE, reads=("answer",)))
+register(Step("17", check, CATALOGUE, reads=("answer",)))
 '''
 
 USE = """
@@ -110,21 +116,21 @@ from checker import registry
 from checker.harness import layout
 from checker.catalogue import markdown
 print(list(registry.steps()))
-print(markdown(["16"]))
-for name, text in (("step_16.py", "answer = 42"), ("other.py", "answer = 41")):
+print(markdown(["17"]))
+for name, text in (("step_17.py", "answer = 42"), ("other.py", "answer = 41")):
     Path(name).write_text(text)
-    print(name, layout.place(Path(name), "16").step, layout.check("16", Path(name), None, timeout=10).ok)
+    print(name, layout.place(Path(name), "17").step, layout.check("17", Path(name), None, timeout=10).ok)
 """
 
 
 def test_a_new_step_is_its_module_alone(tmp_path):
-    """checker/steps/step16.py registers itself; the registry, the catalogue and the layout (which
+    """checker/steps/step17.py registers itself; the registry, the catalogue and the layout (which
     step a file is, and its check) all find it, and no machinery module changed."""
     run = _copy(tmp_path)
-    (tmp_path / "checker" / "steps" / "step16.py").write_text(THROWAWAY)
+    (tmp_path / "checker" / "steps" / "step17.py").write_text(THROWAWAY)
     done = run_python("-c", USE, **run)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].endswith("'15', '16']") and "| `answer-wrong` | answer is not 42 | set answer = 42 |" in done.stdout
-    assert "step_16.py 16 True" in lines and "other.py 16 False" in lines
+    assert lines[0].endswith("'16', '17']") and "| `answer-wrong` | answer is not 42 | set answer = 42 |" in done.stdout
+    assert "step_17.py 17 True" in lines and "other.py 17 False" in lines
     assert run_python(*LINT, **run).returncode == 0

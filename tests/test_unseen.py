@@ -25,15 +25,13 @@ tests/conftest.py from what each case records.
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass, field
 
 import pytest
 
 from checker import registry
 from checker.reporting.report import FAIL, Part, Report
-from checker.paths import REPO
-from tests.conftest import KERNEL_STEP, mutate, solution_source
+from tests.conftest import add_kernel, mutate, solution_source
 from tests.injections import INJECTIONS
 from tests.unseen import SUBPARTS, UNSEEN, Mutation
 
@@ -290,8 +288,7 @@ def test_judgement_rows_and_part_names():
 @pytest.mark.parametrize("m", UNSEEN, ids=[f"{m.step}-{m.name}" for m in UNSEEN])
 def test_unseen_mistake_is_placed(checkpoint, write_step, record_property, m):
     path = write_step(mutate(solution_source(m.step), m.old, m.new), f"step_{m.step}.py")
-    if m.step == KERNEL_STEP:  # the kernel's Mojo package beside it, unchanged
-        shutil.copytree(REPO / "solutions" / "solution_15_kernel", path.parent / "solution_15_kernel")
+    add_kernel(path, m.step)  # the kernel's Mojo package beside it, unchanged
     report = registry.step(m.step).check(path, checkpoint)
     j = judge(report, m)
     record_property("unseen", [m.step, m.name, j.failed, j.all_right, j.placed, j.misleading])

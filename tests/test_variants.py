@@ -3,14 +3,12 @@ variants in tests/variants/ and the edits of the solutions in tests/styles.py,
 at least three per step, each step's taking the two stand-ins in turn
 (tests/conftest.py: alternating)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from checker import registry
-from checker.paths import REPO
-from tests.conftest import KERNEL_STEP, alternating, assert_passes_with_margin, mutate, solution_source
+from tests.conftest import add_kernel, alternating, assert_passes_with_margin, mutate, solution_source
 from tests.styles import STYLES
 
 VARIANTS = Path(__file__).parent / "variants"
@@ -29,8 +27,7 @@ def test_variant_file_passes(checkpoints, record_property, variant, standin):
 def test_style_edit_passes(checkpoints, record_property, write_step, step, name, standin):
     old, new = STYLES[step][name]
     path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
-    if step == KERNEL_STEP:  # the kernel's Mojo package beside it, unchanged
-        shutil.copytree(REPO / "solutions" / "solution_15_kernel", path.parent / "solution_15_kernel")
+    add_kernel(path, step)  # the kernel's Mojo package beside it, unchanged
     report = registry.step(step).check(path, checkpoints[standin])
     assert_passes_with_margin(report, step, standin, record_property)
 

@@ -32,6 +32,7 @@ def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learne
     assert verdicts.lookup("09", nine, checkpoint) is None
 
 
+@pytest.mark.slow  # checks of every step in a clone of the course: minutes on a cold cache
 def test_a_check_cut_short_by_the_time_limit_keeps_no_verdict(checkpoint, learner_repo):
     """A right but slow step 10 under step 11's --timeout: step 11 says the limit stopped step 10 (not that
     10 is wrong), and neither verdict is kept, so the next check without the limit is not misled."""
@@ -49,6 +50,7 @@ def test_a_check_cut_short_by_the_time_limit_keeps_no_verdict(checkpoint, learne
     assert verdicts.lookup("10", ten, checkpoint)["ok"]
 
 
+@pytest.mark.slow  # checks of every step in a clone of the course: minutes on a cold cache
 def test_earlier_steps_come_from_the_cache(checkpoint, learner_repo):
     """s11 re-runs none of steps 01-10 when they did not change: the second run is much faster."""
     first = run_python("-m", "checker", "11", cwd=learner_repo, timeout=1200)
@@ -59,6 +61,7 @@ def test_earlier_steps_come_from_the_cache(checkpoint, learner_repo):
     assert time.perf_counter() - started < 30  # measured ~6 s warm on 2 CPUs; uncached it re-runs ten checks
 
 
+@pytest.mark.slow  # checks of every step in a clone of the course: minutes on a cold cache
 def test_progress_shows_each_step(checkpoint, learner_repo):
     (learner_repo / "steps" / "step_04.py").write_text(SKELETON["04"])
     done = run_python("-m", "checker.progress", cwd=learner_repo, timeout=1800)

@@ -2,10 +2,11 @@
 
 A kernel indexes memory by hand, so a wrong index can crash the process that runs it (a read past a
 tensor's end), and a loop whose index never grows never returns. `run_probe` runs the learner's
-`matvec` (step 15) in a child Python on the check's cases and reads back what it computed, so a
-crash or a hang becomes a verdict instead of ending the check:
+`matvec` (step 15) or `matvec_q8` (step 16) in a child Python on the check's cases and reads back
+what it computed, so a crash or a hang becomes a verdict instead of ending the check:
 
-    cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED
+    cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED;
+              matvec_q8 gets w as quantize(w) from checker.references.quantize: q [M, K] int8, scales [M, KB]
     returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ)
 
 A compile error in the Mojo comes back as checker.running.learner.explain words it: the file, the line and
@@ -26,10 +27,15 @@ import numpy as np
 
 from checker.running.learner import LearnerError
 from checker.paths import REPO
+from checker.references.quantize import quantize
 
 SEED = 15
 NOT_WRITTEN = "not implemented yet"
 REPEATS = 3
+# Each function a probe may run: what it is handed beside x and b, and the indices a crash points to.
+INDICES = {"matvec": "rows of w below M, columns below K, y's index below N * M",
+           "matvec_q8": "rows of q below M, columns below K, scales' index below M * KB (KB = ceil(K / 32)), "
+                        "y's index below N * M"}
 
 def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """x [N, K], w [M, K], b [M] (or None): standard normal float32, the same in parent and child."""
@@ -39,6 +45,12 @@ def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarr
     return x, w, rng.standard_normal(m, dtype=np.float32) if bias else None
 
 
+def kernel_args(function: str, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> list[np.ndarray]:
+    """What `function` is called with for one case: x, w, b; for matvec_q8, x, q, scales, b."""
+    weights = list(quantize(w)) if function == "matvec_q8" else [w]
+    return [x, *weights, *([] if b is None else [b])]
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(-code).name
@@ -46,12 +58,14 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeout: float) -> dict[str, np.ndarray]:
-    """The learner's matvec (from step file `path`) on each case, REPEATS times, in a child process.
+def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeout: float,
+              function: str = "matvec") -> dict[str, np.ndarray]:
+    """The learner's `function` (from step file `path`) on each case, REPEATS times, in a child process.
     Raises LearnerError for what stopped it: a compile error, an exception, a crash, the time limit."""
     with tempfile.TemporaryDirectory() as tmp:
         spec, out = Path(tmp) / "cases.json", Path(tmp) / "out.npz"
-        spec.write_text(json.dumps({"path": str(path), "cases": cases, "seed": SEED, "repeats": REPEATS}))
+        spec.write_text(json.dumps({"path": str(path), "cases": cases, "seed": SEED, "repeats": REPEATS,
+                                    "function": function}))
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         try:
             done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)], capture_output=True,
@@ -66,8 +80,8 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
             running = Path(tmp) / "running.txt"  # the case the child had started
             case = f" on {running.read_text()}" if running.exists() else ""
             raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}){case}: "
-                               "a read or write outside a tensor. Check each index against the tensor's size: rows "
-                               "of w below M, columns below K, y's index below N * M")
+                               f"a read or write outside a tensor. Check each index against the tensor's size: "
+                               f"{INDICES[function]}")
         if done.returncode != 0 or not out.exists():
             tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
             raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
@@ -91,20 +105,20 @@ def _child(spec_file: str, out_file: str) -> int:
     try:
         from max.experimental.tensor import Tensor
 
-        step = import_step(Path(spec["path"]), "_probe_step15")
-        matvec = getattr(step, "matvec", None)
+        function = spec["function"]
+        step = import_step(Path(spec["path"]), "_probe_kernel")
+        matvec = getattr(step, function, None)
         if matvec is None:
-            raise LearnerError(f"{Path(spec['path']).name} defines no matvec")
+            raise LearnerError(f"{Path(spec['path']).name} defines no {function}")
         results = {}
         for name, n, k, m, bias in spec["cases"]:
             Path(out_file).with_name("running.txt").write_text(f"{name} (x [{n}, {k}], w [{m}, {k}])")
-            x, w, b = case_arrays(n, k, m, bias, spec["seed"])
-            args = [Tensor.from_dlpack(a) for a in (x, w, b) if a is not None]
+            args = [Tensor.from_dlpack(a) for a in kernel_args(function, *case_arrays(n, k, m, bias, spec["seed"]))]
             runs = []
             for _ in range(spec["repeats"]):
                 y = call(matvec, *args, timeout=0, checking=Path(spec["path"]))
                 if y is None:
-                    raise LearnerError("matvec() returned None: is a `return` missing?")
+                    raise LearnerError(f"{function}() returned None: is a `return` missing?")
                 runs.append(np.from_dlpack(y).copy())
             results[name] = np.stack(runs)
     except LearnerError as e:

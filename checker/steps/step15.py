@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -192,7 +194,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.add(Part("decode", FAIL, "step 15 builds on your steps 11 and 13: import GPT2LMHeadModel and "
                      "load_hf_weights from steps.step_11, GPT2WithCache from steps.step_13"))
         return run.finish("runs once decode passes")
-    graphs = _decode_part(run, step, used, checkpoint)
+    graphs = decode_part(run, step, used, checkpoint)
     if graphs is not None:
         run.add(timing_part(*graphs, config))
     return run.finish("runs once decode passes")
@@ -202,14 +204,28 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
     from checker.running.mojo import SEED
 
     cases = kernel_cases(config)
-    print("(building your Mojo kernel and running it in a separate process: about a minute after a change to "
-          "matvec.mojo on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}  # drawn once, as the child drew
+    return kernel_part(run, path, cases, lambda results: judge_kernel(run, cases, results, arrays, _named))
+
+
+def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matvec",
+                source: str = "matvec.mojo") -> Part:
+    """The learner's `function` (their Mojo kernel, `source`) on `cases` in a child process; `judge(results)`
+    makes the part of what it computed."""
+    print(f"(building your Mojo kernel and running it in a separate process: about a minute after a change to "
+          f"{source} on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
-        results = run_probe(path, cases, timeout=max(run.timeout, 300))
+        results = run_probe(path, cases, timeout=max(run.timeout, 300), function=function)
     except LearnerError as e:
         return run.add(Part.from_error("kernel", e))
+    return judge(results)
+
+
+def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Part:
+    """The kernel part of `results` {name: [R, N, M]}: each case's outputs against expected(x, w, b) from
+    `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by); `named(results, arrays)` names a
+    mistake the outputs equal, or None."""
     raced = [name for name, *_ in cases if not all(np.array_equal(r, results[name][0]) for r in results[name][1:])]
-    arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}  # drawn once, as the child drew
     verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
                               mistakes=[], tol=KERNEL)
                 for name, args in arrays.items()}
@@ -230,7 +246,7 @@ def _kernel_part(run: StepRun, path: Path, config) -> Part:
         return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
                             f"{margin:.2f} of allowed", margin=margin))
     return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
-                        f"{len(cases) - len(failing)}", details, _named(results, arrays), margin))
+                        f"{len(cases) - len(failing)}", details, named(results, arrays), margin))
 
 
 @contextlib.contextmanager
@@ -251,21 +267,22 @@ def counting_kernel_calls():
         CustomOp.__call__ = original
 
 
+def _product(x, w, b):
+    return x @ w.T + b
+
+
 @contextlib.contextmanager
-def max_products():
-    """While a graph is traced, every call of the custom op gpt2_matvec computes x @ w.T + b with MAX's own
-    ops instead: the learner's decode with only their kernel taken out."""
+def max_products(op: str = "gpt2_matvec", product=_product):
+    """While a graph is traced or runs op by op, every call of the custom op `op` computes product(*its inputs)
+    with MAX's own ops instead (x @ w.T + b for gpt2_matvec): the learner's decode with their kernel taken out."""
     from max.experimental.custom import CustomOp
 
     original = CustomOp.__call__
 
-    def product(self, *args, **kwargs):
-        if self.name != "gpt2_matvec":
-            return original(self, *args, **kwargs)
-        x, w, b = args
-        return x @ w.T + b
+    def replaced(self, *args, **kwargs):
+        return product(*args) if self.name == op else original(self, *args, **kwargs)
 
-    CustomOp.__call__ = product
+    CustomOp.__call__ = replaced
     try:
         yield
     finally:
@@ -323,98 +340,167 @@ def kernel_linear_problem(kernel_linear, model) -> str | None:
                                     "passed alone, so look at the weight and bias KernelLinear holds and hands it")
 
 
-def _decode_part(run: StepRun, step, used, checkpoint: Checkpoint):
-    """Returns (step 13's graph, the prefill-then-decode run, the learner's empty_cache) when it passes."""
-    import torch
+@dataclass(frozen=True)
+class KernelDecode:
+    """A decode whose products go through the learner's custom op: step 15's, or step 16's on int8 weights."""
 
+    model: str  # the learner's class: "GPT2WithKernel"
+    linear: str  # its Linear's stand-in: "KernelLinear"
+    function: str  # the learner's function that calls the op: "matvec"
+    op: str  # the custom op: "gpt2_matvec"
+    product: Callable  # MAX's ops for what the op computes, from its inputs (max_products)
+    load: Callable  # (step 11 module, checkpoint) -> the learner's loaded step 11 model
+    reference: Callable  # checkpoint -> the Hugging Face model the decode is held to
+    before: Callable | None = None  # (step module, model) -> a problem found before decode runs, or None
+    held_to: str = "Hugging Face"  # what the reference is, in the report's words
+
+
+def _load(eleven, checkpoint: Checkpoint):
     from checker.diagnosis.compiled import load_gpt2
+
+    return load_gpt2(eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
+
+
+def _hf(checkpoint: Checkpoint):
     from checker.references.reference import load_hf_model
+
+    return load_hf_model(checkpoint)
+
+
+FLOAT32 = KernelDecode("GPT2WithKernel", "KernelLinear", "matvec", "gpt2_matvec", _product, _load, _hf,
+                       lambda step, model: kernel_linear_problem(step.KernelLinear, model))
+
+
+def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDecode = FLOAT32):
+    """Returns (step 13's graph, the prefill-then-decode run, the learner's empty_cache) when it passes.
+
+    The decode steps run op by op first (seconds: MAX's ops are compiled already, by the earlier steps): a
+    wrong decode is answered without compiling. Only a decode right op by op is compiled, as `pixi run gpt2`
+    runs it, and checked again (a fault only compilation shows)."""
     from checker.diagnosis.compiled import compile_with_cache
 
     config = checkpoint.learner_config()
     eleven, thirteen = used["11"], used["13"]
-    print("(compiling your GPT2WithKernel for one position: about a minute after a change on 2 cores, seconds "
-          "when unchanged)", file=sys.stderr, flush=True)
+    build = getattr(step, spec.model)
+    prompt = np.random.default_rng(15).integers(0, min(config.vocab_size, 400), PROMPT_LENGTH).tolist()
+    print(f"(running your {spec.model} op by op: seconds; then, if it is right, compiled for one position as "
+          "pixi run gpt2 runs it: about a minute after a change on 2 cores)", file=sys.stderr, flush=True)
     try:
-        model = run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)
-        if (problem := run.call(kernel_linear_problem, step.KernelLinear, model)) is not None:
+        model = run.call(spec.load, eleven, checkpoint)
+        if spec.before is not None and (problem := run.call(spec.before, step, model)) is not None:
             run.add(Part("decode", FAIL, problem))
             return None
         prefill = run.call(compile_with_cache, thirteen.GPT2WithCache(model), config)  # before the kernel goes in
+        eager = prefill_then_decode(prefill, run.call(build, model))
+        ids, decoded = run.call(greedy_steps, eager, config, thirteen.empty_cache, prompt, NEW_TOKENS)
+    except LearnerError as e:
+        run.add(Part.from_error("decode", e))
+        return None
+    reference = DecodeReference(spec.reference(checkpoint), prompt)
+    if (failed := reference.problems(ids, decoded)) is not None:
+        verdict, problems = failed
+        summary = f"the decode steps through your kernel (run op by op) differ from {spec.held_to}: {verdict.summary}"
+        print(f"(decode FAILS: {summary}; running it again with MAX's products in place of your kernel, to tell "
+              "whether the kernel is the cause: seconds; the report follows)", file=sys.stderr, flush=True)
+        problems.append(_without_kernel(run, build, model, prefill, config, thirteen, reference, spec, compiled=False))
+        run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))
+        return None
+    try:
         with counting_kernel_calls() as calls:
-            decode = run.call(compile_decode, run.call(step.GPT2WithKernel, model), config)
+            decode = run.call(compile_decode, run.call(build, model), config)
         both = prefill_then_decode(prefill, decode)
-        prompt = np.random.default_rng(15).integers(0, min(config.vocab_size, 400), PROMPT_LENGTH).tolist()
         ids, decoded = run.call(greedy_steps, both, config, thirteen.empty_cache, prompt, NEW_TOKENS)
     except LearnerError as e:
         run.add(Part.from_error("decode", e))
         return None
-    hf = load_hf_model(checkpoint)
-
-    def reference(ids: list[int]) -> np.ndarray:
-        """Hugging Face's logits at each decode step of the prompt followed by `ids`."""
-        with torch.no_grad():
-            return hf(torch.tensor([prompt + ids])).logits[0, PROMPT_LENGTH:PROMPT_LENGTH + NEW_TOKENS - 1].double().numpy()
-
-    want = reference(ids)
-    with torch.no_grad():
-        theirs = hf.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, PROMPT_LENGTH, dtype=torch.long),
-                             max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)[0, PROMPT_LENGTH:].tolist()
-    verdict = compare(np.stack(decoded), want, axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
     expected_calls = 4 * config.n_layer + 1
-    kernel_calls = sum(1 for name in calls if name == "gpt2_matvec")
-    problems = []
+    kernel_calls = sum(1 for name in calls if name == spec.op)
     if kernel_calls != expected_calls:
-        problems.append(f"a decode step calls your kernel {kernel_calls} times, {expected_calls} expected: 4 per "
-                        f"block (c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the tied head")
-    if ids != theirs:
-        i = next(i for i, (a, b) in enumerate(zip(ids, theirs)) if a != b)
-        problems.append(f"greedy ids differ from transformers' from new token {i}: yours {ids[i:i + 4]}, "
-                        f"transformers' {theirs[i:i + 4]}")
-    if not verdict.ok:
-        problems.append(f"decode-step logits: {verdict.summary}")
-        problems += verdict.details
-    if problems:
-        summary = problems[0] if kernel_calls != expected_calls else \
-            f"the decode steps through your kernel differ from Hugging Face: {verdict.summary}"
-        details = problems[1:] if kernel_calls != expected_calls else problems
-        if kernel_calls == expected_calls:
-            details.append(_without_kernel(run, step, model, prefill, config, thirteen, prompt, reference, theirs,
-                                           summary))
-        run.add(Part("decode", FAIL, summary, details, margin=verdict.margin))
+        run.add(Part("decode", FAIL, f"a decode step calls your kernel {kernel_calls} times, {expected_calls} "
+                     f"expected: 4 per block (c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the "
+                     "tied head"))
         return None
-    run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids equal transformers'; {NEW_TOKENS - 1} decode steps "
-                 f"through your kernel ({kernel_calls} calls each): {verdict.summary}", margin=verdict.margin))
+    if (failed := reference.problems(ids, decoded)) is not None:
+        verdict, problems = failed
+        summary = (f"the decode steps through your kernel differ from {spec.held_to} once compiled, though right op "
+                   f"by op: {verdict.summary}")
+        print(f"(decode FAILS: {summary}; compiling your decode again with MAX's products in place of your kernel, "
+              "to tell whether the kernel is the cause: about a minute after a change; the report follows)",
+              file=sys.stderr, flush=True)
+        problems.append(_without_kernel(run, build, model, prefill, config, thirteen, reference, spec, compiled=True))
+        run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))
+        return None
+    verdict = reference.verdict(ids, decoded)
+    run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids and {NEW_TOKENS - 1} decode steps through your kernel "
+                 f"({kernel_calls} calls each), op by op and compiled, match {spec.held_to}: {verdict.summary}",
+                 margin=verdict.margin))
     return prefill, both, thirteen.empty_cache
 
 
-def _without_kernel(run: StepRun, step, model, prefill, config, thirteen, prompt, reference, theirs,
-                    verdict_line: str) -> str:
-    """The learner's decode again, every gpt2_matvec call made MAX's x @ w.T + b (max_products): where the
-    cause is, in one line. The same wrong numbers without the kernel put it outside the kernel. The failing
-    verdict (`verdict_line`) is printed first, so that a learner reads it while this runs."""
-    print(f"(decode FAILS: {verdict_line}; compiling your decode again with MAX's products in place of your kernel, "
-          "to tell whether the kernel is the cause: about a minute after a change; the report follows)",
-          file=sys.stderr, flush=True)
+class DecodeReference:
+    """Hugging Face on the check's prompt: each decode step's logits for the ids a decode chose, and
+    transformers' own greedy ids."""
+
+    def __init__(self, hf, prompt: list[int]):
+        import torch
+
+        self.hf, self.prompt = hf, prompt
+        with torch.no_grad():
+            self.theirs = self.hf.generate(
+                torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                pad_token_id=0)[0, len(prompt):].tolist()
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """[NEW_TOKENS - 1, V]: Hugging Face's logits at each decode step of the prompt followed by `ids`."""
+        import torch
+
+        n = len(self.prompt)
+        with torch.no_grad():
+            return self.hf(torch.tensor([self.prompt + ids])).logits[0, n:n + NEW_TOKENS - 1].double().numpy()
+
+    def verdict(self, ids: list[int], decoded: list[np.ndarray]):
+        return compare(np.stack(decoded), self.logits(ids), axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
+
+    def problems(self, ids: list[int], decoded: list[np.ndarray]):
+        """None when the decode is right; else (the logits' verdict, the lines that say what differs)."""
+        verdict = self.verdict(ids, decoded)
+        if verdict.ok and ids == self.theirs:
+            return None
+        problems = []
+        if ids != self.theirs:
+            i = next(i for i, (a, b) in enumerate(zip(ids, self.theirs)) if a != b)
+            problems.append(f"greedy ids differ from transformers' from new token {i}: yours {ids[i:i + 4]}, "
+                            f"transformers' {self.theirs[i:i + 4]}")
+        if not verdict.ok:
+            problems += [f"decode-step logits: {verdict.summary}", *verdict.details]
+        return verdict, problems
+
+
+def _without_kernel(run: StepRun, build, model, prefill, config, thirteen, reference: DecodeReference,
+                    spec: KernelDecode, *, compiled: bool) -> str:
+    """The learner's decode again (op by op, or `compiled`), every call of the kernel's op made MAX's own
+    product (max_products): where the cause is, in one line. The same wrong numbers without the kernel put it
+    outside the kernel."""
+    instead = f"with MAX's products in place of your kernel (every {spec.op} call computed by MAX's own ops)"
     try:
-        with max_products():
-            plain = run.call(compile_decode, run.call(step.GPT2WithKernel, model), config)
-        ids, decoded = run.call(greedy_steps, prefill_then_decode(prefill, plain), config, thirteen.empty_cache,
-                                prompt, NEW_TOKENS)
+        with max_products(spec.op, spec.product):
+            plain = run.call(build, model)
+            if compiled:
+                plain = run.call(compile_decode, plain, config)
+            ids, decoded = run.call(greedy_steps, prefill_then_decode(prefill, plain), config, thirteen.empty_cache,
+                                    reference.prompt, NEW_TOKENS)
     except LearnerError as e:
         return f"your decode with MAX's products in place of your kernel could not run either ({e}): the cause is " \
-               "outside the kernel, in GPT2WithKernel or KernelLinear"
-    verdict = compare(np.stack(decoded), reference(ids), axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
-    if verdict.ok and ids == theirs:
-        return ("with MAX's products in place of your kernel (every gpt2_matvec call computed as x @ w.T + b), your "
-                "decode is right: the kernel is the cause, as decode calls it (it passed alone on these shapes: "
-                "look at what differs in decode: x's rows one per sequence, the head's M of "
+               f"outside the kernel, in {spec.model} or {spec.linear}"
+    if reference.problems(ids, decoded) is None:
+        return (f"{instead}, your decode is right: the kernel is the cause, as decode calls it (it passed alone on "
+                "these shapes: look at what differs in decode: x's rows one per sequence, the head's M of "
                 f"{config.vocab_size}, calls one after another)")
-    return ("with MAX's products in place of your kernel (every gpt2_matvec call computed as x @ w.T + b), your "
-            f"decode is still off ({verdict.summary}): the cause is outside the kernel: in what GPT2WithKernel and "
-            "KernelLinear hand matvec (which weight and bias, the reshapes around it, the head's weight: wte, tied) "
-            "or in the decode step around it (step 13's forward, as GPT2WithKernel runs it)")
+    return (f"{instead}, your decode is still off ({reference.verdict(ids, decoded).summary}): the cause is outside "
+            f"the kernel: in what {spec.model} and {spec.linear} hand {spec.function} (which weights and bias, the "
+            f"reshapes around it, the head's weight: wte, tied) or in the decode step around it (step 13's forward, "
+            f"as {spec.model} runs it)")
 
 
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,

@@ -1,0 +1,1 @@
+"""Step 16 solution's kernel package: matvec_q8.mojo registers the custom op `gpt2_matvec_q8`."""

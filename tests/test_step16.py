@@ -1,0 +1,125 @@
+"""Step 16: the check on the solution and the skeleton; the quality bound against broken quantisers; a tie
+that float rounding tips; the int8 kernel's mistakes named from their outputs; the bytes a decode step reads."""
+
+import numpy as np
+import pytest
+
+from checker.paths import REPO
+from checker.references import quantize as ref
+from checker.reporting.report import FAIL, PASS, TODO
+from checker.running.learner import import_step
+from checker.running.mojo import SEED, case_arrays, kernel_args
+from checker.steps import step15, step16
+from tests.conftest import STANDINS, add_kernel, assert_passes_with_margin, mutate, solution_source
+from tests.injections import INJECTIONS
+
+
+class _Run:
+    """What a part needs of StepRun: the learner's calls made, the parts kept."""
+
+    def __init__(self):
+        self.parts = []
+
+    def call(self, fn, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+    def add(self, part):
+        self.parts.append(part)
+        return part
+
+
+def _with(tmp_path, mistake: str | None):
+    """Solution 16 with one catalogued mistake of its Python made (None: as it is), imported."""
+    source = solution_source("16")
+    if mistake is not None:
+        source = mutate(source, *INJECTIONS["16"][mistake])
+    path = tmp_path / "step_16.py"
+    path.write_text(source)
+    return import_step(path, f"_step16_{mistake or 'right'}".replace("-", "_"))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("standin", STANDINS)
+def test_solution_passes_with_margin(checkpoints, record_property, tmp_path, standin):
+    path = tmp_path / "step_16.py"
+    path.write_text(solution_source("16"))
+    add_kernel(path, "16")
+    report = step16.check(path, checkpoints[standin])
+    assert_passes_with_margin(report, "16", standin, record_property)
+    assert "as fast on int8 weights" in report.part("timing").summary, report.render()
+
+
+@pytest.mark.heavy
+def test_skeleton_is_todo(checkpoints):
+    report = step16.check(REPO / "steps" / "step_16.py", checkpoints["synthetic"])
+    assert report.part("quantize").status == TODO, report.render()
+    assert report.part("kernel").status == TODO, report.render()
+    assert "your Mojo kernel gpt2_matvec_q8 raised: step 16: not implemented yet" in report.part("kernel").summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("standin", STANDINS)
+def test_the_quality_bound_fails_broken_quantisers_and_passes_the_right_one(checkpoints, tmp_path, standin):
+    for mistake in (None, "one-scale-per-tensor", "one-scale-per-row", "truncated", "floored", "scale-over-128",
+                    "scales-tiled"):
+        step = _with(tmp_path, mistake)
+        run = _Run()
+        part = step16._quality_part(run, step.quantize, step.dequantize, checkpoints[standin])
+        assert part.status == (PASS if mistake is None else FAIL), (mistake, part.summary)
+        assert "mean KL(float32 || int8)" in part.summary and "top-1 agreement" in part.summary
+
+
+def test_a_tie_that_float_rounding_tips_is_allowed_and_nothing_else(checkpoint):
+    cases = step16.quantize_cases(checkpoint)
+    name, w = "w [2, 100]", cases["w [2, 100]"].copy()
+    q, scales = ref.quantize(w)
+    w[0, 3] = (np.float64(q[0, 3]) + 0.5) * scales[0, 0]  # exactly half a step: either rounding is right
+    cases = {name: w}
+
+    def tipped(weights):
+        q, s = ref.quantize(weights)
+        q = q.copy()
+        q[0, 3] += 1 if q[0, 3] < 127 else -1
+        return q, s
+
+    tie = w[0, 3] / scales[0, 0]
+    if abs(abs(tie - np.trunc(tie)) - 0.5) < 1e-4:
+        assert step16._quantize_part(_Run(), tipped, cases).status == PASS
+    w[0, 3] = q[0, 3] * scales[0, 0]  # on a level: only one rounding is right
+    assert step16._quantize_part(_Run(), tipped, {name: w}).status == FAIL
+
+
+def test_each_kernel_mistake_is_named_from_its_outputs(checkpoint):
+    """KERNEL_MISTAKES on every case's arrays: the outputs each computes are named as it, and the right ones pass."""
+    cases = step15.kernel_cases(checkpoint.learner_config())
+    arrays = {}
+    for name, n, k, m, bias in cases:
+        x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
+        arrays[name] = (x, q, s, b[0] if b else None)
+    for mistake, computes in step16.KERNEL_MISTAKES:
+        for compute in computes:
+            results = {name: compute(*args)[None].astype(np.float32) for name, args in arrays.items()}
+            run = _Run()
+            step16.kernel_verdict(run, cases, results, arrays)
+            assert run.parts[0].status == FAIL and run.parts[0].mistake.id == mistake.id, (mistake.id, run.parts[0])
+    right = {name: step15.expected(x, ref.dequantize(q, s), b)[None].astype(np.float32)
+             for name, (x, q, s, b) in arrays.items()}
+    run = _Run()
+    step16.kernel_verdict(run, cases, right, arrays)
+    assert run.parts[0].status == PASS, run.parts[0]
+
+
+def test_int8_bytes_per_token_counts_a_byte_a_weight_and_a_scale_per_block():
+    """Against a count of GPT-2 small's parameters from transformers: the four products of each block and the
+    head at 1 + 4 / 32 bytes a weight, everything else a decode step reads (biases, LayerNorms) at 4."""
+    from transformers import GPT2Config
+
+    from checker.references.bandwidth import weight_bytes_per_token
+    from checker.references.weights import learner_config
+
+    config = learner_config(GPT2Config().to_dict())
+    c, inner = config.n_embd, config.n_inner or 4 * config.n_embd
+    weights = config.n_layer * (c * 3 * c + c * c + c * inner + inner * c) + config.vocab_size * c
+    rest = weight_bytes_per_token(config) - 4 * weights
+    assert step16.int8_bytes_per_token(config) == weights + weights * 4 // ref.BLOCK + rest
+    assert 3.4 < weight_bytes_per_token(config) / step16.int8_bytes_per_token(config) < 3.6
