@@ -427,7 +427,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if "11" not in used or "13" not in used:
         run.add(Part("decode", FAIL, "step 16 builds on your steps 11 and 13: import GPT2LMHeadModel and "
                      "load_hf_weights from steps.step_11, GPT2WithCache from steps.step_13"))
-    elif (graphs := _decode_part(run, step, used, checkpoint)) is not None:
+    elif (graphs := step15.decode_part(run, step, used, checkpoint, INT8)) is not None:
         run.add(timing_part(*graphs, config))
     return run.finish("runs once decode passes")
 
