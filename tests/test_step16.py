@@ -6,11 +6,11 @@ import pytest
 
 from checker.paths import REPO
 from checker.references import quantize as ref
-from checker.reporting.report import FAIL, PASS, TODO
+from checker.reporting.report import FAIL, PASS, SKIP, TODO
 from checker.running.learner import import_step
 from checker.running.mojo import SEED, case_arrays, kernel_args
 from checker.steps import step15, step16
-from tests.conftest import STANDINS, add_kernel, assert_passes_with_margin, mutate, solution_source
+from tests.conftest import STANDINS, add_kernel, assert_passes_with_margin, mutate, solution_source, write_kernel_step
 from tests.injections import INJECTIONS
 
 
@@ -52,9 +52,17 @@ def test_solution_passes_with_margin(checkpoints, record_property, tmp_path, sta
 @pytest.mark.heavy
 def test_skeleton_is_todo(checkpoints):
     report = step16.check(REPO / "steps" / "step_16.py", checkpoints["synthetic"])
-    assert report.part("quantize").status == TODO, report.render()
-    assert report.part("kernel").status == TODO, report.render()
-    assert "your Mojo kernel gpt2_matvec_q8 raised: step 16: not implemented yet" in report.part("kernel").summary
+    assert report.part("quantize").status == TODO and report.part("dequantize").status == TODO, report.render()
+    assert report.part("kernel").status == SKIP, report.render()
+
+
+@pytest.mark.heavy
+def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, tmp_path):
+    mojo = (REPO / "steps" / "step_16_kernel" / "matvec_q8.mojo").read_text()
+    report = step16.check(write_kernel_step(tmp_path, mojo, "16"), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == TODO, report.render()
+    assert "your Mojo kernel gpt2_matvec_q8 raised: step 16: not implemented yet" in kernel.summary, kernel.summary
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 Parts:
 
   earlier steps  the steps this file uses pass their own checks
-  quantize       quantize(w) on QUANTIZE_CASES (rows of random floats with K no multiple of BLOCK, a
+  quantize       quantize(w) on quantize_cases (rows of random floats with K no multiple of BLOCK, a
                  row of zeros, and the checkpoint's own weights of each product): q exactly as
                  checker.references.quantize (a tie that float rounding may tip either way allowed
                  +-1), scales to float32 rounding
@@ -12,10 +12,10 @@ Parts:
                  float32 against transformers on their dequantised weights over the course's text;
                  mean KL divergence and top-1 agreement of the next-token distributions, perplexity;
                  KL at most QUALITY_BOUND times the reference quantiser's
-  kernel         matvec_q8 (their Mojo, in a child process) on step 15's shapes, w quantised by the
-                 reference: against numpy's x @ dequantize(q, scales).T + b in float64
-  decode         GPT2Quantized compiled for one position, the learner's model loaded with the
-                 dequantised weights (the prompt through their step 13 graph on the same numbers):
+  kernel         once the parts above pass: matvec_q8 (their Mojo, in a child process) on step 15's
+                 shapes, w quantised by the reference: against numpy's x @ dequantize(q, scales).T + b
+  decode         GPT2Quantized, two steps op by op and then compiled for one position (step 15's
+                 decode_part), the learner's model loaded with the dequantised weights (the prompt through their step 13 graph on the same numbers):
                  each decode step's logits against transformers loaded with the dequantised weights,
                  greedy ids equal, the kernel called for every product (4 per block and the head)
   timing         a report, not a verdict: decode tokens/s with the int8 kernel and with MAX's float32
@@ -331,16 +331,29 @@ def text_ids(checkpoint: Checkpoint) -> list[int]:
     return tokenizer_of(checkpoint).encode(CORPUS.read_text()).ids[:TEXT_TOKENS]
 
 
-def quality(float_model, int8_model, ids: list[int]) -> dict[str, float]:
-    """Next-token distributions of the two models at every position of `ids`: mean KL(float || int8), the share
-    of positions whose top-1 token agrees, and each model's perplexity on the text."""
+@functools.cache
+def float_logprobs(checkpoint: Checkpoint):
+    """transformers float32's log-probabilities [T, V] at every position of text_ids(checkpoint)."""
+    from checker.references.reference import load_hf_model
+
+    return _logprobs(load_hf_model(checkpoint), text_ids(checkpoint))
+
+
+def _logprobs(model, ids: list[int]):
     import torch
 
     with torch.no_grad():
-        tokens = torch.tensor([ids])
-        p, q = (torch.log_softmax(m(tokens).logits[0].double(), dim=-1) for m in (float_model, int8_model))
+        return torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)
+
+
+def quality(checkpoint: Checkpoint, int8_model) -> dict[str, float]:
+    """Next-token distributions of transformers float32 and of `int8_model` at every position of the course's
+    text: mean KL(float || int8), the share of positions whose top-1 token agrees, each one's perplexity."""
+    ids = text_ids(checkpoint)
+    p, q = float_logprobs(checkpoint), _logprobs(int8_model, ids)
     kl = (p.exp() * (p - q)).sum(-1)
-    nll = {name: -lp[:-1].gather(-1, tokens[0, 1:, None]).mean().item() for name, lp in (("float", p), ("int8", q))}
+    nll = {name: -lp[:-1].gather(-1, lp.new_tensor(ids[1:], dtype=int)[:, None]).mean().item()
+           for name, lp in (("float", p), ("int8", q))}
     return {"kl": kl.mean().item(), "top1": (p.argmax(-1) == q.argmax(-1)).double().mean().item(),
             "ppl float": float(np.exp(nll["float"])), "ppl int8": float(np.exp(nll["int8"]))}
 
@@ -348,25 +361,20 @@ def quality(float_model, int8_model, ids: list[int]) -> dict[str, float]:
 @functools.cache
 def reference_quality(checkpoint: Checkpoint) -> dict[str, float]:
     """quality() of the reference quantiser on `checkpoint`: the same for every check of a process."""
-    from checker.references.reference import load_hf_model
-
-    return quality(load_hf_model(checkpoint), hf_with(checkpoint), text_ids(checkpoint))
+    return quality(checkpoint, hf_with(checkpoint))
 
 
 def _quality_part(run: StepRun, quantize, dequantize, checkpoint: Checkpoint) -> Part:
-    from checker.references.reference import load_hf_model
-
-    ids = text_ids(checkpoint)
     try:
         theirs = run.call(hf_with, checkpoint, quantize, dequantize)
     except LearnerError as e:
         return run.add(Part.from_error("quality", e))
     except Exception as e:  # noqa: BLE001 - their arrays did not fit the weights
         return run.add(Part("quality", FAIL, f"dequantize(*quantize(w)) did not give back a weight of w's shape: {e}"))
-    got, reference = quality(load_hf_model(checkpoint), theirs, ids), reference_quality(checkpoint)
+    got, reference = quality(checkpoint, theirs), reference_quality(checkpoint)
     bound = QUALITY_BOUND * reference["kl"]
-    line = (f"over {len(ids)} tokens of the course's text: mean KL(float32 || int8) {got['kl']:.2e} (the reference "
-            f"quantiser's {reference['kl']:.2e}, at most {bound:.2e} allowed), top-1 agreement {got['top1']:.1%}")
+    line = (f"over {len(text_ids(checkpoint))} tokens of the course's text: mean KL(float32 || int8) "
+            f"{got['kl']:.2e} (the reference quantiser's {reference['kl']:.2e}, at most {bound:.2e} allowed), top-1 agreement {got['top1']:.1%}")
     if checkpoint.kind in STANDINS:
         line += " (a stand-in's random weights: GPT-2's own, `pixi run weights`, give the figures that mean something)"
     else:
@@ -420,10 +428,11 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     written = [_quantize_part(run, fns["quantize"], cases), _dequantize_part(run, fns["dequantize"], cases)]
     if all(p.status != TODO for p in written):  # what a broken quantiser costs is worth seeing too
         _quality_part(run, fns["quantize"], fns["dequantize"], checkpoint)
-    kernel = _kernel_part(run, path, config)
+    if any(p.status != PASS for p in run.report.parts):
+        return run.finish("runs once quantize, dequantize and quality pass")
+    if _kernel_part(run, path, config).status != PASS:
+        return run.finish("runs once the kernel passes")
     used = used_modules(step)
-    if kernel.status != PASS or any(p.status != PASS for p in run.report.parts):
-        return run.finish("runs once quantize, dequantize, quality and the kernel pass")
     if "11" not in used or "13" not in used:
         run.add(Part("decode", FAIL, "step 16 builds on your steps 11 and 13: import GPT2LMHeadModel and "
                      "load_hf_weights from steps.step_11, GPT2WithCache from steps.step_13"))
