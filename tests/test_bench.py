@@ -40,6 +40,10 @@ def test_tiny_bench_gives_transformers_tokens(tmp_path):
     assert abs(memory["max_fraction_of_limit"] * memory["limit_tokens_per_s"]
                - result["decode"]["max_tokens_per_s"]) < 1e-6
     assert "| prefill latency | 1 | 16 |" in done.stdout and "identical" in done.stdout
+    decode = result["decode"]  # step 16's int8 decode, against transformers on the same dequantised weights
+    assert decode["int8_same_tokens"] and abs(decode["int8_speedup"] * decode["transformers_tokens_per_s"]
+                                              - decode["int8_tokens_per_s"]) < 1e-6
+    assert "| greedy decode on int8 weights, step 16's kernel |" in done.stdout
     from bench.__main__ import cpu
 
     name, vectors = cpu()  # the header names the CPU and its vector extensions
@@ -170,9 +174,11 @@ def test_profile_times_max_and_the_kernel_on_every_product(monkeypatch):
         for side in ("", "kernel_"):
             assert r[f"{side}ms"] > 0 and abs(r[f"{side}gb_s"] - 4 * n_in * n_out / r[f"{side}ms"] / 1e6) < 1e-9
     decode = dict(prompt=4, steps=2, max_tokens_per_s=100.0, transformers_tokens_per_s=80.0, speedup=1.25,
-                  kernel_tokens_per_s=125.0, kernel_speedup=1.5625, kernel_same_tokens=True)
+                  kernel_tokens_per_s=125.0, kernel_speedup=1.5625, kernel_same_tokens=True, int8_tokens_per_s=250.0,
+                  int8_speedup=3.125, int8_over_kernel=2.0, int8_same_tokens=True)
     memory = dict(read_bandwidth_gb_s=20.0, weight_mb_per_token=1.0, limit_tokens_per_s=20000.0,
-                  max_fraction_of_limit=0.005, transformers_fraction_of_limit=0.004, kernel_fraction_of_limit=0.00625)
+                  max_fraction_of_limit=0.005, transformers_fraction_of_limit=0.004, kernel_fraction_of_limit=0.00625,
+                  int8_mb_per_token=0.3, int8_fraction_of_limit=0.00375)
     text = report(dict(machine=dict(processor="cpu", vector_extensions=[], cpus=2, torch_threads=2), model="tiny",
                        repeats=1, decode=decode, memory=memory, prefill=[dict(batch=1, tokens=4, max_ms=1.0,
                        transformers_ms=1.0, speedup=1.0, max_abs_diff=0.0)], tokens=dict(identical=True,

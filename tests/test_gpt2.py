@@ -1,5 +1,7 @@
 """`pixi run gpt2`: the course's model writes, and its tokens equal transformers'."""
 
+import pytest
+
 from tests.conftest import run_python
 
 
@@ -32,3 +34,13 @@ def test_unfinished_steps_say_what_to_do(checkpoint):
     assert done.returncode == 1
     assert "Your model could not be built: not implemented yet (steps/step_11.py:" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.heavy
+def test_solutions_write_on_int8_weights(checkpoint):
+    """--int8 with the solutions: the text also comes from step 16's decode, with its speed against the cache
+    alone and how many of its tokens equal float32's."""
+    done = _gpt2("The cat sat on the mat because", "--solutions", "--max-new-tokens", "12", "--int8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Your step 16 passes: the last text comes from your int8 weights" in done.stdout
+    assert "tokens/s on int8 weights:" in done.stdout and "the same tokens as float32 for the first" in done.stdout
