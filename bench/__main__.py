@@ -7,6 +7,7 @@
     python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
+    python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
 
 In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
   MAX           the course's step 13 solution: GPT2WithCache around solution 11's loaded model, one
@@ -157,14 +158,16 @@ def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
     return torch.cat(new, dim=1).numpy(), time.perf_counter() - started
 
 
-def measure(folder: Path, config, plan: Plan) -> dict:
-    """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`."""
+def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) -> dict:
+    """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`; with
+    `llama_source` (a llama.cpp source tree), llama.cpp's Q8_0 decode too (bench/llama.py)."""
     import torch
 
     from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
     from checker.references.quantize import dequantize_hf
     from checker.steps.step16 import int8_bytes_per_token
     from bench.kv_cache import greedy, prefill
+    from bench.llama import convert, decoder, missing
 
     hf, run, model = _models(folder, config)
     rng = np.random.default_rng(0)
@@ -187,11 +190,18 @@ def measure(folder: Path, config, plan: Plan) -> dict:
                     theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
                     kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps),
                     int8=lambda: greedy(int8, config, prompt, plan.decode_steps))
+    llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
+    if llama["reason"] is None:
+        llama_run = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
+        decoders["llama_cpp"] = lambda: llama_run(prompt, plan.decode_steps)
     rounds = [{name: decode() for name, decode in decoders.items()} | dict(bandwidth=read_bandwidth())
               for _ in range(plan.repeats + 1)][1:]
     bandwidth = statistics.median(r["bandwidth"] for r in rounds)
-    ours_tps, theirs_tps, kernel_tps, int8_tps = (plan.decode_steps / statistics.median(r[name][1] for r in rounds)
-                                                  for name in decoders)
+    tps = {name: plan.decode_steps / statistics.median(r[name][1] for r in rounds) for name in decoders}
+    ours_tps, theirs_tps, kernel_tps, int8_tps = (tps[name] for name in ("ours", "theirs", "kernel", "int8"))
+    if "llama_cpp" in tps:
+        llama.update(tokens_per_s=tps["llama_cpp"], speedup=tps["llama_cpp"] / theirs_tps,
+                     int8_over_llama_cpp=int8_tps / tps["llama_cpp"])
 
     def generate(model):
         return model.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
@@ -200,7 +210,7 @@ def measure(folder: Path, config, plan: Plan) -> dict:
 
     generated = generate(hf)
     generated_int8 = generate(dequantize_hf(_hf(folder)))  # transformers on the same dequantised weights
-    ours_ids, theirs_ids, kernel_ids, int8_ids = (rounds[0][name][0] for name in decoders)
+    ours_ids, theirs_ids, kernel_ids, int8_ids = (rounds[0][name][0] for name in ("ours", "theirs", "kernel", "int8"))
     weight_bytes, int8_bytes = weight_bytes_per_token(config), int8_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
@@ -212,6 +222,7 @@ def measure(folder: Path, config, plan: Plan) -> dict:
                     int8_tokens_per_s=int8_tps, int8_speedup=int8_tps / theirs_tps,
                     int8_over_kernel=int8_tps / kernel_tps,
                     int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8))),
+        llama_cpp=llama,
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
                                    and np.array_equal(ours_ids, theirs_ids))),
@@ -249,6 +260,15 @@ def machine() -> dict:
                 **{name: version(name) for name in ("max", "torch", "transformers")})
 
 
+def llama_line(llama: dict, decode: dict) -> str:
+    """The llama.cpp line of the report: its Q8_0 decode against step 16's, or why it was not measured."""
+    if "tokens_per_s" not in llama:
+        return f"llama.cpp Q8_0: not measured: {llama.get('reason', 'not asked for')}."
+    return (f"llama.cpp Q8_0 (the same checkpoint, converted by its convert_hf_to_gguf.py): "
+            f"{llama['tokens_per_s']:.1f} tokens/s, {llama['speedup']:.2f}x transformers; step 16's int8 decode "
+            f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s).")
+
+
 def report(result: dict) -> str:
     """The figures as a Markdown table and a few lines."""
     m, d, mem = result["machine"], result["decode"], result["memory"]
@@ -281,6 +301,7 @@ def report(result: dict) -> str:
               f"{100 * mem['int8_fraction_of_limit']:.0f}% of the bandwidth; {d['int8_over_kernel']:.2f}x step 15's "
               f"float32 kernel ({'same' if d['int8_same_tokens'] else 'OTHER'} tokens as transformers' generate on "
               "the same dequantised weights).",
+              llama_line(result.get("llama_cpp", {}), d),
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
     if "matvecs" in result:
@@ -308,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="max serve at 1/4/16 streams against transformers")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure after the warm-up")
     parser.add_argument("--json", type=Path, default=None, help="where to write the figures (default .cache/)")
+    parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
+                        help="also llama.cpp's Q8_0 decode (llama-cpp-python installed; SOURCE: a llama.cpp tree)")
     args = parser.parse_args(argv)
     if args.checks:
         from bench.checks import main as checks
@@ -339,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             folder, model = checkpoint.path, checkpoint.describe()
         config = learner_config(json.loads((folder / "config.json").read_text()))
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
-                      **measure(folder, config, plan))
+                      **measure(folder, config, plan, args.llama_cpp))
         if args.profile:
             from bench.matvec import time_matvecs
 

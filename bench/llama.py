@@ -1,0 +1,84 @@
+"""llama.cpp's Q8_0 decode of the same checkpoint, for `python -m bench --llama-cpp SOURCE`.
+
+llama.cpp is what a user would pick for fast decode on a CPU, and its Q8_0 is step 16's format:
+int8 weights in blocks of 32 along a row, one scale per block (llama.cpp keeps it as float16, and
+multiplies against the activations quantised to int8 too). Where `llama-cpp-python` is installed
+(`pip install llama-cpp-python` compiles llama.cpp from source) and SOURCE is a llama.cpp source tree
+(for its converter, convert_hf_to_gguf.py, and its gguf-py), the checkpoint is converted to GGUF
+Q8_0 and decoded greedily at batch 1, one token at a time, with a thread per CPU:
+
+    convert   checkpoint folder -> model-q8_0.gguf (the stand-ins' small tokenizers are declared GPT-2's
+              pre-tokenizer: only token ids go in and out)
+    decoder   (prompt ids [1, T], steps) -> (new ids [1, steps + 1], seconds of the one-token steps)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+_CONVERT = """
+import sys
+source = sys.argv.pop(1)
+sys.path[:0] = [source, source + "/gguf-py"]
+import conversion.base as base
+for cls in [c for c in vars(base).values() if isinstance(c, type) and hasattr(c, "get_vocab_base_pre")]:
+    cls.get_vocab_base_pre = lambda self, tokenizer: "gpt-2"
+import convert_hf_to_gguf
+convert_hf_to_gguf.main()
+"""
+
+
+def missing(source: Path | None) -> str | None:
+    """Why llama.cpp cannot be measured here, or None when it can."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return "llama-cpp-python is not installed (pip install llama-cpp-python compiles llama.cpp)"
+    if source is None or not (Path(source) / "convert_hf_to_gguf.py").exists():
+        return f"{source} holds no convert_hf_to_gguf.py: give a llama.cpp source tree"
+    return None
+
+
+def convert(folder: Path, source: Path, out: Path) -> Path:
+    """The checkpoint in `folder` as GGUF Q8_0 in `out`/model-q8_0.gguf (its config given n_ctx, which the
+    converter reads for GPT-2)."""
+    staged = out / "checkpoint"
+    staged.mkdir(parents=True, exist_ok=True)
+    for item in folder.iterdir():
+        if item.name != "config.json":
+            shutil.copy(item, staged / item.name)
+    config = json.loads((folder / "config.json").read_text())
+    config.setdefault("n_ctx", config["n_positions"])
+    (staged / "config.json").write_text(json.dumps(config))
+    gguf = out / "model-q8_0.gguf"
+    subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(staged), "--outtype", "q8_0", "--outfile",
+                    str(gguf)], check=True, capture_output=True)
+    return gguf
+
+
+def decoder(gguf: Path):
+    """Greedy decode through llama.cpp: (prompt ids [1, T], steps) -> (ids [1, steps + 1], seconds)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(gguf), n_ctx=1024, n_threads=os.cpu_count(), n_threads_batch=os.cpu_count(),
+                verbose=False)
+
+    def run(prompt: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
+        llm.reset()
+        llm.eval(prompt[0].tolist())
+        new = [int(np.argmax(llm.scores[llm.n_tokens - 1]))]
+        started = time.perf_counter()
+        for _ in range(steps):
+            llm.eval([new[-1]])
+            new.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+        return np.array([new]), time.perf_counter() - started
+
+    return run
