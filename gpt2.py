@@ -301,10 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             with_kernel = thirteen.generate_with_cache(kernel, checkpoint.learner_config(), prompt_ids,
                                                        args.max_new_tokens, **settings)
             ours_kernel, kernel_seconds = _timed_tokens(with_kernel, _Text(lambda ids: decode(tokenizer, ids),
-                                                                          prompt_ids), int8 is None)
-        if int8 is not None:
-            if kernel is not None or cached is not None:
-                print(f"\n\nint8: {args.prompt}", end="", flush=True)
+                                                                          prompt_ids), True)
+        if int8 is not None:  # on a line of its own, under the float32 text
+            print(f"\n\nint8: {args.prompt}", end="", flush=True)
             with_int8 = thirteen.generate_with_cache(int8, checkpoint.learner_config(), prompt_ids,
                                                      args.max_new_tokens, **settings)
             ours_int8, int8_seconds = _timed_tokens(with_int8, _Text(lambda ids: decode(tokenizer, ids), prompt_ids),

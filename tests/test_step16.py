@@ -131,3 +131,20 @@ def test_int8_bytes_per_token_counts_a_byte_a_weight_and_a_scale_per_block():
     rest = weight_bytes_per_token(config) - 4 * weights
     assert step16.int8_bytes_per_token(config) == weights + weights * 4 // ref.BLOCK + rest
     assert 3.4 < weight_bytes_per_token(config) / step16.int8_bytes_per_token(config) < 3.6
+
+
+def test_a_read_past_an_inputs_end_shows_as_nan_and_is_said():
+    """The probe's inputs sit in buffers followed by NaN (ints: their largest value), so a kernel reading one
+    scale too many (a tail block when K is a multiple of 32) gives NaN, and the kernel part says what that means."""
+    from checker.running.mojo import GUARD, guarded
+
+    x = guarded(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert np.array_equal(x, np.arange(6).reshape(2, 3)) and np.isnan(x.base[6:6 + GUARD]).all()
+    assert (guarded(np.zeros((2, 3), np.int8)).base[6:] == 127).all()
+    cases = [("x [1, 64] w [3, 64]", 1, 64, 3, True)]
+    x, q, s, b = kernel_args("matvec_q8", *case_arrays(1, 64, 3, True, SEED))
+    y = step15.expected(x, ref.dequantize(q, s), b)
+    y[0, -1] = np.nan  # the last row read its scale past the end
+    run = _Run()
+    step16.kernel_verdict(run, cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
+    assert run.parts[0].status == FAIL and "reads past the end of a tensor" in " ".join(run.parts[0].details)

@@ -7,7 +7,8 @@ what it computed, so a crash or a hang becomes a verdict instead of ending the c
 
     cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED;
               matvec_q8 gets w as quantize(w) from checker.references.quantize: q [M, K] int8, scales [M, KB]
-    returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ)
+    returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ); each
+              input is followed in memory by GUARD NaNs (guarded), so a read past its end shows as NaN
 
 A compile error in the Mojo comes back as checker.running.learner.explain words it: the file, the line and
 Mojo's message with its source line, without the mojo command line and its warnings.
@@ -43,6 +44,19 @@ def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarr
     x = rng.standard_normal((n, k), dtype=np.float32)
     w = rng.standard_normal((m, k), dtype=np.float32)
     return x, w, rng.standard_normal(m, dtype=np.float32) if bias else None
+
+
+GUARD = 64  # values after each input that a kernel must never read
+
+
+def guarded(a: np.ndarray) -> np.ndarray:
+    """`a` in a buffer followed by GUARD values: NaN for floats, the largest value for integers, so that a
+    kernel reading past a tensor's end (the row after the last, one scale too many) shows in its outputs
+    instead of reading whatever memory held there."""
+    fill = np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max
+    buffer = np.full(a.size + GUARD, fill, dtype=a.dtype)
+    buffer[:a.size] = a.ravel()
+    return buffer[:a.size].reshape(a.shape)
 
 
 def kernel_args(function: str, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> list[np.ndarray]:
@@ -113,7 +127,8 @@ def _child(spec_file: str, out_file: str) -> int:
         results = {}
         for name, n, k, m, bias in spec["cases"]:
             Path(out_file).with_name("running.txt").write_text(f"{name} (x [{n}, {k}], w [{m}, {k}])")
-            args = [Tensor.from_dlpack(a) for a in kernel_args(function, *case_arrays(n, k, m, bias, spec["seed"]))]
+            inputs = [guarded(a) for a in kernel_args(function, *case_arrays(n, k, m, bias, spec["seed"]))]
+            args = [Tensor.from_dlpack(a) for a in inputs]  # the Tensors share the guarded buffers
             runs = []
             for _ in range(spec["repeats"]):
                 y = call(matvec, *args, timeout=0, checking=Path(spec["path"]))

@@ -234,6 +234,11 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Par
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
     details = [] if raced else dimension(cases, results, arrays)
+    nan = [name for name in failing if np.isnan(results[name][0]).any()]
+    if nan:
+        details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads past the "
+                          "end of a tensor (the check puts NaN right after each input): an index one row or one "
+                          "block too far, as a loop that runs once more than it should")
     details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""

@@ -232,11 +232,13 @@ def _stride_k_over_block(x, q, s, b):
 
 
 def _tail_scale(which):
+    """The last block of each row (when K is no multiple of 32) scaled by 1 ("none"), by block 0's scale
+    ("first"), or left out ("dropped")."""
     def compute(x, q, s, b):
         if q.shape[1] % BLOCK == 0:
             return step15.expected(x, ref.dequantize(q, s), b)
         s = s.copy()
-        s[:, -1] = 1.0 if which == "none" else s[:, 0]
+        s[:, -1] = {"none": 1.0, "dropped": 0.0, "first": s[:, 0]}[which]
         return step15.expected(x, ref.dequantize(q, s), b)
     return compute
 
@@ -248,9 +250,11 @@ KERNEL_MISTAKES = [
     (Mistake("unsigned-q", "q is read as unsigned bytes (0..255): every negative weight becomes 256 more",
              "q is int8 (DType.int8): -127..127; convert with .cast[DType.float32]() from int8."),
      [lambda x, q, s, b: step15.expected(x, ref.dequantize(q.view(np.uint8).astype(np.float32), s), b)]),
-    (Mistake("tail-block-scale", "the last block of a row (K % 32 columns) is scaled by the wrong scale (block "
-             "0's, or none): right wherever K is a multiple of 32", "The last block has a scale of its own: "
-             "scales[m, KB - 1], KB = ceil(K / 32)."), [_tail_scale("none"), _tail_scale("first")]),
+    (Mistake("tail-block-scale", "the last block of a row (its K % 32 columns) is left out or scaled by the wrong "
+             "scale (block 0's, or none): right wherever K is a multiple of 32", "The last block of a row holds "
+             "the K % 32 columns after the whole blocks, and has a scale of its own: scales[m, KB - 1], KB = "
+             "ceil(K / 32). When K is a multiple of 32 there is none: read no scale for it."),
+     [_tail_scale("none"), _tail_scale("first"), _tail_scale("dropped")]),
     (Mistake("scales-row-stride", "row m's scales are read from m * (K // 32), not m * KB with KB = ceil(K / 32): "
              "right only when K is a multiple of 32", "scales is [M, KB]: row m's start at m * KB, KB = "
              "scales.dim_size(1)."), [_stride_k_over_block]),

@@ -6,7 +6,8 @@ in one block of memory, row after row: q's row m starts at m * K, scales' row m 
 
 The weight w[m, k] is q[m, k] * scales[m, k // 32]: 32 neighbouring columns of a row share one
 scale, and the last block of a row has K % 32 columns when K is no multiple of 32 (the check's
-small shapes; GPT-2's products have K = 768 or 3072).
+small shapes; GPT-2's products have K = 768 or 3072, and then there is no partial block: its scale,
+scales[m, KB], would be the next row's).
 
 What a decode step reads now: one byte a weight and four bytes per 32 of them, about 140 MB for
 GPT-2 small instead of 500. The CPU still waits for memory: convert each vector of int8 to floats
