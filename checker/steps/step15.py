@@ -226,7 +226,8 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Par
     """The kernel part of `results` {name: [R, N, M]}: each case's outputs against expected(x, w, b) from
     `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by); `named(results, arrays)` names a
     mistake the outputs equal, or None."""
-    raced = [name for name, *_ in cases if not all(np.array_equal(r, results[name][0]) for r in results[name][1:])]
+    raced = [name for name, *_ in cases  # NaN, as NaN, is no difference between runs
+             if not all(np.array_equal(r, results[name][0], equal_nan=True) for r in results[name][1:])]
     verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
                               mistakes=[], tol=KERNEL)
                 for name, args in arrays.items()}
