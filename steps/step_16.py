@@ -34,6 +34,9 @@ Facts you cannot guess (MAX 26.7), beside step 15's:
 - `custom.TemplateType(DType.int8, [m, k])` declares an int8 input; `Tensor.from_dlpack(array)` makes
   a Tensor of a numpy array (int8 included) and `np.from_dlpack(tensor)` a numpy array of a Tensor.
 - `tensor.to(device)` moves a Tensor; a Linear's weight is on `linear.weight.device`.
+- Trying quantize on the checkpoint yourself: model.safetensors keeps GPT-2's c_attn, c_proj and c_fc
+  weights as [in, out] (Hugging Face's Conv1D); the Linear's [out, in], the layout to quantise along
+  its input, is their transpose. Your step 11 model's Linears already hold [out, in].
 
 Read: the book's page for this step (book/docs/steps/16.md).
 Check: pixi run s16        Then: pixi run gpt2 --int8 "Your prompt"        Stuck? pixi run s16 --hint
