@@ -74,17 +74,17 @@ def test_a_crash_is_a_verdict(checkpoints, tmp_path):
 
 
 def test_a_kernel_that_never_returns_is_stopped(checkpoints, tmp_path, monkeypatch):
-    monkeypatch.setattr(step15, "run_probe", lambda path, cases, timeout: _probe(path, cases, 60))
+    monkeypatch.setattr(step15, "run_probe", lambda path, cases, timeout, function: _probe(path, cases, 60, function))
     body = "        var m = 0\n        while m < M:\n            yp[unsafe_offset=m] = 0\n"
     report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == FAIL and "did not finish" in kernel.summary and "never reaches" in kernel.summary
 
 
-def _probe(path, cases, timeout):
+def _probe(path, cases, timeout, function):
     from checker.running.mojo import run_probe
 
-    return run_probe(path, cases, timeout=timeout)
+    return run_probe(path, cases, timeout=timeout, function=function)
 
 
 def test_a_simple_one_task_kernel_passes(checkpoints, tmp_path):
