@@ -317,12 +317,14 @@ HINTS: dict[str, dict[str, list[str]]] = {
                      ".astype(np.int8), reshaped back to [M, KB * 32] and cut to [M, K]."],
         "dequantize": ["Column k of a row belongs to block k // 32: its weight is q times that block's scale.",
                        "np.repeat(scales, 32, axis=1) gives every column its block's scale (cut it to K columns); "
-                       "np.tile would repeat the whole row of scales instead.",
+                       "np.tile would repeat the whole row of scales instead "
+                       "(https://numpy.org/doc/stable/reference/generated/numpy.repeat.html).",
                        "q.astype(np.float32) * np.repeat(scales, 32, axis=1)[:, :K]."],
         "quality": ["The quality part measures your quantize and dequantize on the whole model: when quantize "
                     "passes, this passes.",
                     "A KL several times the reference's comes from fewer scales (per row, per tensor) or from "
-                    "rounding toward zero: each loses precision on every weight.",
+                    "rounding toward zero: each loses precision on every weight (the KL divergence: "
+                    "https://en.wikipedia.org/wiki/Kullback%E2%80%93Leibler_divergence).",
                     "Blocks of 32 along K, each with max |w| / 127, and np.rint."],
         "kernel": ["Start from your step 15 kernel: the same bands of rows and tasks. A weight is now "
                    "q[m, k] * scales[m, k // 32]: sum x * q over a block, multiply that sum by the block's scale "
@@ -340,7 +342,8 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    "head_scales)."],
         "timing": ["The timing part is a report: it passes whatever the speed.",
                    "Decode reads every weight once per token: tokens/s x bytes per token = the bandwidth you "
-                   "reach. int8 reads 1.125 bytes a weight, float32 4.",
+                   "reach. int8 reads 1.125 bytes a weight, float32 4 (SIMD casts and fma: "
+                   "https://docs.modular.com/mojo/std/builtin/simd/SIMD/).",
                    "Faster: more rows of q per pass (each load of x serves them), whole blocks of 32 as two "
                    "vectors of 16, the scale applied once per block, as many tasks as the CPU has threads."],
     },
