@@ -330,8 +330,10 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    "q[m, k] * scales[m, k // 32]: sum x * q over a block, multiply that sum by the block's scale "
                    "once, and add the blocks up.",
                    "Check each index: q's row m at m * K (bytes), scales' row m at m * KB with KB = "
-                   "scales.dim_size(1) = ceil(K / 32), the last block's K % 32 columns with scales[m, KB - 1]; "
-                   "q is signed (DType.int8). SIMD casts: https://docs.modular.com/mojo/std/builtin/simd/SIMD/.",
+                   "scales.dim_size(1) = ceil(K / 32), the last block's K % 32 columns with scales[m, KB - 1], "
+                   "and no scale read for a last block when K % 32 == 0 (there is none: a NaN in the last outputs "
+                   "says you read one); q is signed (DType.int8). SIMD casts: "
+                   "https://docs.modular.com/mojo/std/builtin/simd/SIMD/.",
                    "For a whole block at k: qp.unsafe_load[width=16](m * K + k).cast[DType.float32]() times "
                    "xp.unsafe_load[width=16](n * K + k), twice (k and k + 16), summed, times sp[m * KB + k // 32]."],
         "decode": ["The kernel passed alone: what is left is which tensors go into it. Each QuantizedLinear holds "

@@ -1,6 +1,8 @@
 """Step 16: the check on the solution and the skeleton; the quality bound against broken quantisers; a tie
 that float rounding tips; the int8 kernel's mistakes named from their outputs; the bytes a decode step reads."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -133,18 +135,63 @@ def test_int8_bytes_per_token_counts_a_byte_a_weight_and_a_scale_per_block():
     assert 3.4 < weight_bytes_per_token(config) / step16.int8_bytes_per_token(config) < 3.6
 
 
-def test_a_read_past_an_inputs_end_shows_as_nan_and_is_said():
-    """The probe's inputs sit in buffers followed by NaN (ints: their largest value), so a kernel reading one
-    scale too many (a tail block when K is a multiple of 32) gives NaN, and the kernel part says what that means."""
+def test_a_read_outside_an_input_shows_as_nan_and_is_said():
+    """The probe's inputs sit in buffers with NaN on each side (ints: their largest value), so a kernel reading
+    one scale too many (a tail block when K is a multiple of 32) or index -1 gives NaN, and the kernel part says
+    what that means in step 16's terms."""
     from checker.running.mojo import GUARD, guarded
 
     x = guarded(np.arange(6, dtype=np.float32).reshape(2, 3))
-    assert np.array_equal(x, np.arange(6).reshape(2, 3)) and np.isnan(x.base[6:6 + GUARD]).all()
-    assert (guarded(np.zeros((2, 3), np.int8)).base[6:] == 127).all()
+    assert np.array_equal(x, np.arange(6).reshape(2, 3))
+    assert np.isnan(x.base[:GUARD]).all() and np.isnan(x.base[GUARD + 6:]).all() and len(x.base) == 6 + 2 * GUARD
+    ints = guarded(np.zeros((2, 3), np.int8)).base
+    assert (ints[:GUARD] == 127).all() and (ints[GUARD + 6:] == 127).all()
     cases = [("x [1, 64] w [3, 64]", 1, 64, 3, True)]
     x, q, s, b = kernel_args("matvec_q8", *case_arrays(1, 64, 3, True, SEED))
     y = step15.expected(x, ref.dequantize(q, s), b)
     y[0, -1] = np.nan  # the last row read its scale past the end
     run = _Run()
     step16.kernel_verdict(run, cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
-    assert run.parts[0].status == FAIL and "reads past the end of a tensor" in " ".join(run.parts[0].details)
+    said = " ".join(run.parts[0].details)
+    assert run.parts[0].status == FAIL and "reads outside a tensor" in said and "K is a multiple of 32" in said
+
+
+def test_a_timing_says_when_other_programs_shared_the_cpu():
+    """Steps 15-16 time decode in the learner's check: a busy machine gives low, varying rates, and the report
+    says so (measured from /proc/stat, this process's own time taken out), and says nothing when idle."""
+    import subprocess
+    import sys
+    import time
+
+    from checker.references.bandwidth import busy_note, others_busy
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        with others_busy() as busy:
+            time.sleep(1.5)
+    finally:
+        spinner.kill()
+    cores = os.cpu_count() or 1
+    assert busy[0] >= 0.7 / cores, busy  # one core of `cores` spun the whole time
+    assert "other programs used" in busy_note([max(busy[0], 0.2)])[0] and busy_note([0.05]) == []
+
+
+def test_a_decode_step_without_a_product_names_it():
+    """The kernel's calls are counted by their weight's shape: a product left in float is named, not only
+    counted (48 of 49 calls: the tied head), over one decode step or several."""
+    from transformers import GPT2Config
+
+    from checker.references.weights import learner_config
+
+    config = learner_config(GPT2Config().to_dict())
+    c, v, op = config.n_embd, config.vocab_size, "gpt2_matvec_q8"
+    block = [(op, (3 * c, c)), (op, (c, c)), (op, (4 * c, c)), (op, (c, 4 * c))]
+    step = block * config.n_layer + [(op, (v, c))]
+    assert step15.kernel_calls_problem(step * 2 + [("other_op", (1, 1))], op, config) is None
+    headless = step15.kernel_calls_problem((step[:-1]) * 2, op, config)
+    assert headless.startswith(f"a decode step calls your kernel {4 * config.n_layer} times, {4 * config.n_layer + 1}")
+    assert "the tied head 0 times a step, 1 expected (not through your kernel)" in headless
+    one_fc = step15.kernel_calls_problem([call for call in step if call[1] != (4 * c, c)] + [(op, (4 * c, c))], op,
+                                         config)
+    assert one_fc.endswith(f"by product: c_fc 1 times a step, {config.n_layer} expected")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,6 +31,22 @@ def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learne
     assert verdicts.lookup("09", nine, checkpoint)["ok"]
     nine.write_text(nine.read_text() + "\n")  # the step itself
     assert verdicts.lookup("09", nine, checkpoint) is None
+
+
+def test_a_verdict_is_kept_until_a_kernel_beside_the_step_changes(tmp_path, monkeypatch):
+    """Steps 15-16 reach their Mojo kernels by a path, not an import: an edited kernel is checked afresh
+    (`gpt2.py --int8` must not say a broken kernel passes), an untouched one keeps its verdict."""
+    monkeypatch.setattr(verdicts, "STORE", tmp_path / "verdicts.json")
+    step = tmp_path / "steps" / "step_16.py"
+    (step.parent / "step_16_kernel").mkdir(parents=True)
+    kernel = step.parent / "step_16_kernel" / "matvec_q8.mojo"
+    step.write_text("KERNEL = 'step_16_kernel'\n")
+    kernel.write_text("fn matvec_q8(): pass\n")
+    checkpoint = SimpleNamespace(sha256="weights")
+    verdicts.store("16", step, checkpoint, SimpleNamespace(files=[], ok=True, parts=[], cut_short=False))
+    assert verdicts.lookup("16", step, checkpoint)["ok"]
+    kernel.write_text("fn matvec_q8(): return\n")
+    assert verdicts.lookup("16", step, checkpoint) is None
 
 
 @pytest.mark.slow  # checks of every step in a clone of the course: minutes on a cold cache

@@ -266,4 +266,9 @@ UNSEEN: list[Mutation] = [
              "t.wpe(input_ids.shape[-1], 0)", ("outside the kernel",)),
     Mutation("15", "decode-mlp-residual-dropped", "            x = x + block.mlp(block.ln_2(x))",
              "            x = block.mlp(block.ln_2(x))", ("outside the kernel",)),
+    # ---- step 16: the int8 decode around a right kernel ----
+    Mutation("16", "head-in-float", "return (matvec_q8(last, self.head_q, self.head_scales), *new_cache)",
+             "return (last @ self.transformer.wte.weight.T, *new_cache)", ("the tied head",)),
+    Mutation("16", "decode-head-without-ln-f", "last = t.ln_f(x[:, -1, :])", "last = x[:, -1, :]",
+             ("outside the kernel",)),
 ]

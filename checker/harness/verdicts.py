@@ -1,7 +1,9 @@
 """Verdicts of step checks, cached by the content of the files they depend on.
 
 A check's verdict depends on the step file, the course's step files it imports
-(directly or through each other), the checker's own code and the checkpoint.
+(directly or through each other), the Mojo files beside them (steps 15-16's kernels:
+a step's Python reaches its kernel by a path, not an import), the checker's own
+code and the checkpoint.
 Each verdict is stored with the sha256 of each of those; it is valid while
 they all still have it. So `pixi run progress` and the "earlier steps" part of
 steps 09-14 re-run a step only after something it depends on changed. A check
@@ -35,8 +37,8 @@ def _sha(path: Path) -> str | None:
 def checker_sha() -> str:
     """The checks' own code: a new version of the course invalidates every verdict."""
     digest = hashlib.sha256()
-    for path in sorted((REPO / "checker").glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+    for path in sorted((REPO / "checker").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode() + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -61,10 +63,18 @@ def lookup(step: str, path: Path, checkpoint) -> dict | None:
     return entry
 
 
+def _kernels(paths: list[Path]) -> list[Path]:
+    """The Mojo files in the folders of `paths` and in their subfolders (a kernel package beside a step)."""
+    folders = {Path(p).resolve().parent for p in paths}
+    return sorted({m for folder in folders for m in [*folder.glob("*.mojo"), *folder.glob("*/*.mojo")]})
+
+
 def store(step: str, path: Path, checkpoint, report) -> dict:
-    """Records `report`'s verdict with the sha256 of every file it read (report.files); returns the entry
-    (with "cut_short": True, and not recorded, when a time limit stopped the check)."""
-    files = {str(Path(f).resolve()): _sha(Path(f)) for f in [path, *report.files]}
+    """Records `report`'s verdict with the sha256 of every file it read (report.files) and of the Mojo files
+    beside them; returns the entry (with "cut_short": True, and not recorded, when a time limit stopped
+    the check)."""
+    read = [Path(path), *map(Path, report.files)]
+    files = {str(f.resolve()): _sha(f) for f in [*read, *_kernels(read)]}
     entry = {
         "files": files, "checker": checker_sha(), "checkpoint": checkpoint.sha256, "ok": report.ok,
         "parts": [[p.name, p.status] for p in report.parts],

@@ -12,9 +12,11 @@ only, like the weights), best of several passes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -45,3 +47,35 @@ def weight_bytes_per_token(config, bytes_per_value: int = 4) -> int:
     c, inner = config.n_embd, config.n_inner
     block = (c * 3 * c + 3 * c) + (c * c + c) + (c * inner + inner) + (inner * c + c) + 4 * c  # attn, mlp, 2 ln
     return bytes_per_value * (config.n_layer * block + 2 * c + config.vocab_size * c)
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of every CPU since boot (Linux's /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)  # idle and iowait are not busy
+
+
+@contextlib.contextmanager
+def others_busy():
+    """Yields a list that holds, after the block, the share of the machine's CPU time other processes used
+    while it ran (0.3: 30%); empty where /proc/stat is not (not Linux)."""
+    share: list[float] = []
+    try:
+        busy0, all0 = _cpu_ticks()
+    except OSError:
+        yield share
+        return
+    own0 = os.times()
+    yield share
+    busy1, all1 = _cpu_ticks()
+    own1 = os.times()
+    ours = (own1.user - own0.user + own1.system - own0.system) * os.sysconf("SC_CLK_TCK")
+    share.append(max(0.0, (busy1 - busy0 - ours) / max(all1 - all0, 1)))
+
+
+def busy_note(share: list[float], above: float = 0.15) -> list[str]:
+    """A line for a timing report when other processes took more than `above` of the CPU while it was timed."""
+    if not share or share[0] <= above:
+        return []
+    return [f"other programs used {share[0]:.0%} of this machine's CPU while it was timed: these rates are lower "
+            "than an idle machine gives, and vary from run to run"]

@@ -46,17 +46,17 @@ def case_arrays(n: int, k: int, m: int, bias: bool, seed: int) -> tuple[np.ndarr
     return x, w, rng.standard_normal(m, dtype=np.float32) if bias else None
 
 
-GUARD = 64  # values after each input that a kernel must never read
+GUARD = 64  # values before and after each input that a kernel must never read
 
 
 def guarded(a: np.ndarray) -> np.ndarray:
-    """`a` in a buffer followed by GUARD values: NaN for floats, the largest value for integers, so that a
-    kernel reading past a tensor's end (the row after the last, one scale too many) shows in its outputs
-    instead of reading whatever memory held there."""
+    """`a` in a buffer with GUARD values on each side: NaN for floats, the largest value for integers, so
+    that a kernel reading outside a tensor (the row after the last, one scale too many, index -1) shows in
+    its outputs instead of reading whatever memory held there."""
     fill = np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max
-    buffer = np.full(a.size + GUARD, fill, dtype=a.dtype)
-    buffer[:a.size] = a.ravel()
-    return buffer[:a.size].reshape(a.shape)
+    buffer = np.full(a.size + 2 * GUARD, fill, dtype=a.dtype)
+    buffer[GUARD:GUARD + a.size] = a.ravel()
+    return buffer[GUARD:GUARD + a.size].reshape(a.shape)
 
 
 def kernel_args(function: str, x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> list[np.ndarray]:

@@ -135,10 +135,22 @@ def _shape(n: int, k: int, m: int) -> str:
     return f"x [{n}, {k}] w [{m}, {k}]"
 
 
-def dimension(cases, results: dict, arrays: dict) -> list[str]:
+@dataclass(frozen=True)
+class Tail:
+    """What a tail of K is in a kernel: the widths whose multiples it is not, and the columns it holds."""
+
+    widths: tuple[int, ...]
+    unit: str  # "your vector width"
+    columns: str  # "the columns after the last whole vector of each row"
+
+
+VECTOR_TAIL = Tail(WIDTHS, "your vector width", "the columns after the last whole vector of each row")
+
+
+def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> list[str]:
     """Which dimension makes the failing cases fail, read from the pattern across all the cases and, within
-    each, from which outputs are off: a tail of K (off exactly where K is no multiple of a vector width), the
-    last outputs of M (those after whole bands of rows), or rows of x after the first. [] when no single
+    each, from which outputs are off: a tail of K (off exactly where K is no multiple of one of tail.widths),
+    the last outputs of M (those after whole bands of rows), or rows of x after the first. [] when no single
     dimension explains it."""
     bad = {}
     for name, n, k, m, _ in cases:
@@ -152,13 +164,13 @@ def dimension(cases, results: dict, arrays: dict) -> list[str]:
     if not failing:
         return []
     shapes = {name: (n, k, m) for name, n, k, m, _ in cases}
-    fits = [width for width in WIDTHS if failing == {name for name, (_, k, _) in shapes.items() if k % width}]
+    fits = [width for width in tail.widths if failing == {name for name, (_, k, _) in shapes.items() if k % width}]
     if fits:  # the tail of K: failing exactly where K is no multiple of a vector width
         ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
         right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
-        width = f"{fits[0]}" if len(fits) == 1 else f"your vector width ({' or '.join(map(str, fits))} fit)"
+        width = f"{fits[0]}" if len(fits) == 1 else f"{tail.unit} ({' or '.join(map(str, fits))} fit)"
         return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
-                f"K that is (K = {right}): the columns after the last whole vector of each row"]
+                f"K that is (K = {right}): {tail.columns}"]
     tails = {}
     for name in failing:  # the last outputs of M: every bad output at the end of its row of y
         n, k, m = shapes[name]
@@ -222,10 +234,15 @@ def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matv
     return judge(results)
 
 
-def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Part:
+OUTSIDE = "an index one row or one vector too far, as a loop that runs once more than it should"
+
+
+def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tail: Tail = VECTOR_TAIL,
+                 outside: str = OUTSIDE) -> Part:
     """The kernel part of `results` {name: [R, N, M]}: each case's outputs against expected(x, w, b) from
     `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by); `named(results, arrays)` names a
-    mistake the outputs equal, or None."""
+    mistake the outputs equal, or None. `tail` and `outside` word a failing tail of K and a read outside a
+    tensor for this kernel."""
     raced = [name for name, *_ in cases  # NaN, as NaN, is no difference between runs
              if not all(np.array_equal(r, results[name][0], equal_nan=True) for r in results[name][1:])]
     verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
@@ -234,12 +251,11 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Par
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
-    details = [] if raced else dimension(cases, results, arrays)
+    details = [] if raced else dimension(cases, results, arrays, tail)
     nan = [name for name in failing if np.isnan(results[name][0]).any()]
     if nan:
-        details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads past the "
-                          "end of a tensor (the check puts NaN right after each input): an index one row or one "
-                          "block too far, as a loop that runs once more than it should")
+        details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads outside "
+                          f"a tensor (the check puts NaN right before and after each input): {outside}")
     details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""
@@ -258,13 +274,15 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named) -> Par
 
 @contextlib.contextmanager
 def counting_kernel_calls():
-    """Counts the custom op calls made inside the block (while a graph is traced): yields a list of names."""
+    """Records the custom op calls made inside the block (op by op, or while a graph is traced): yields a list
+    of (op name, its weight's [M, K]: the shape of its second input)."""
     from max.experimental.custom import CustomOp
 
     calls, original = [], CustomOp.__call__
 
     def counted(self, *args, **kwargs):
-        calls.append(self.name)
+        weight = args[1] if len(args) > 1 else None
+        calls.append((self.name, tuple(int(d) for d in weight.shape) if hasattr(weight, "shape") else None))
         return original(self, *args, **kwargs)
 
     CustomOp.__call__ = counted
@@ -272,6 +290,40 @@ def counting_kernel_calls():
         yield calls
     finally:
         CustomOp.__call__ = original
+
+
+def products(config) -> dict[tuple[int, int], tuple[str, int]]:
+    """A decode step's weight products by their weight's [M, K]: {shape: (names, how many a step)}."""
+    c, inner = config.n_embd, config.n_inner or 4 * config.n_embd
+    found: dict[tuple[int, int], tuple[str, int]] = {}
+    for shape, name, count in (((3 * c, c), "c_attn", config.n_layer), ((c, c), "attn.c_proj", config.n_layer),
+                               ((inner, c), "c_fc", config.n_layer), ((c, inner), "mlp.c_proj", config.n_layer),
+                               ((config.vocab_size, c), "the tied head", 1)):
+        names, n = found.get(shape, ("", 0))
+        found[shape] = (f"{names} or {name}" if names else name, n + count)
+    return found
+
+
+def kernel_calls_problem(calls: list[tuple[str, tuple | None]], op: str, config) -> str | None:
+    """None when the calls of `op` in `calls` (counting_kernel_calls, over one decode step or more) are every
+    product of each step once; else how many a step makes, and which products go without the kernel or
+    through it too often."""
+    want = products(config)
+    got: dict = {}
+    for name, shape in calls:
+        if name == op:
+            got[shape] = got.get(shape, 0) + 1
+    steps = max((got.get(shape, 0) // n for shape, (_, n) in want.items()), default=0) or 1
+    off = [f"{names} {got.get(shape, 0) / steps:g} times a step, {n} expected" + (
+               " (not through your kernel)" if not got.get(shape) else "")
+           for shape, (names, n) in want.items() if got.get(shape, 0) != n * steps]
+    off += [f"a weight of shape {list(shape)}, none expected" for shape in got if shape not in want]
+    if not off:
+        return None
+    expected = sum(n for _, n in want.values())
+    return (f"a decode step calls your kernel {sum(got.values()) / steps:g} times, {expected} expected: 4 per block "
+            f"(c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the tied head; by product: "
+            f"{'; '.join(off)}")
 
 
 def _product(x, w, b):
@@ -399,9 +451,13 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
             return None
         prefill = run.call(compile_with_cache, thirteen.GPT2WithCache(model), config)  # before the kernel goes in
         eager = prefill_then_decode(prefill, run.call(build, model))
-        ids, decoded = run.call(greedy_steps, eager, config, thirteen.empty_cache, prompt, EAGER_TOKENS)
+        with counting_kernel_calls() as calls:
+            ids, decoded = run.call(greedy_steps, eager, config, thirteen.empty_cache, prompt, EAGER_TOKENS)
     except LearnerError as e:
         run.add(Part.from_error("decode", e))
+        return None
+    if (problem := kernel_calls_problem(calls, spec.op, config)) is not None:
+        run.add(Part("decode", FAIL, problem))
         return None
     reference = DecodeReference(spec.reference(checkpoint), prompt)
     if (failed := reference.problems(ids, decoded)) is not None:
@@ -420,12 +476,8 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
     except LearnerError as e:
         run.add(Part.from_error("decode", e))
         return None
-    expected_calls = 4 * config.n_layer + 1
-    kernel_calls = sum(1 for name in calls if name == spec.op)
-    if kernel_calls != expected_calls:
-        run.add(Part("decode", FAIL, f"a decode step calls your kernel {kernel_calls} times, {expected_calls} "
-                     f"expected: 4 per block (c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the "
-                     "tied head"))
+    if (problem := kernel_calls_problem(calls, spec.op, config)) is not None:
+        run.add(Part("decode", FAIL, problem))
         return None
     if (failed := reference.problems(ids, decoded)) is not None:
         verdict, problems = failed
@@ -526,14 +578,15 @@ def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, st
 
 def timing_part(prefill, both, empty_cache, config) -> Part:
     """A report of speed: never fails (timings vary with the machine and its load)."""
-    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import busy_note, others_busy, read_bandwidth, weight_bytes_per_token
 
-    rates = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
+    with others_busy() as busy:
+        rates = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
     per_token = weight_bytes_per_token(config)
     limit = read_bandwidth()
     lines = [f"{name}: {rate:.1f} tokens/s, reading the weights at {rate * per_token / 1e9:.1f} GB/s "
              f"({rate * per_token / limit:.0%} of the {limit / 1e9:.1f} GB/s this machine reads now)"
-             for name, rate in rates.items()]
+             for name, rate in rates.items()] + busy_note(busy)
     mine, theirs = rates["your kernel"], rates["MAX's products (your step 13)"]
     return Part("timing", PASS, f"a report, not a verdict: decode {mine / theirs:.2f}x as fast with your kernel "
                 f"({mine:.1f} against {theirs:.1f} tokens/s; {per_token / 1e6:.0f} MB of weights per token)", lines)

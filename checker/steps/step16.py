@@ -260,7 +260,8 @@ KERNEL_MISTAKES = [
              "scales.dim_size(1)."), [_stride_k_over_block]),
     (Mistake("bias-twice", "the bias is added twice", step15.BIAS_HINT),
      [lambda x, q, s, b: step15.expected(x, ref.dequantize(q, s), None if b is None else 2 * b)]),
-    (Mistake("bias-missing", "the bias is not added", "y = x @ w.T + b: each output adds its own b[m]."),
+    (Mistake("bias-missing", "the bias is not added", "y = x @ dequantize(q, scales).T + b: each output adds its "
+             "own b[m] once, after its row's blocks are summed."),
      [lambda x, q, s, b: step15.expected(x, ref.dequantize(q, s), None)]),
 ]
 
@@ -277,7 +278,14 @@ def kernel_verdict(run: StepRun, cases, results: dict, packed: dict) -> Part:
         return None
 
     arrays = {name: (x, ref.dequantize(q, s), b) for name, (x, q, s, b) in packed.items()}
-    return step15.judge_kernel(run, cases, results, arrays, named)
+    return step15.judge_kernel(run, cases, results, arrays, named, tail=TAIL, outside=OUTSIDE)
+
+
+TAIL = step15.Tail((BLOCK,), str(BLOCK), f"each row's last, partial block: its K % {BLOCK} columns, or the scale "
+                   "they are multiplied by")
+OUTSIDE = (f"an index one row or one block too far, or one before the start: a loop that runs once more than it "
+           f"should, the scale of a last block read where K is a multiple of {BLOCK} and there is none, a scale at "
+           "index -1")
 
 
 def _kernel_part(run: StepRun, path: Path, config) -> Part:
@@ -386,20 +394,22 @@ def _quality_part(run: StepRun, quantize, dequantize, checkpoint: Checkpoint) ->
     if got["kl"] <= bound:
         return run.add(Part("quality", PASS, line))
     return run.add(Part("quality", FAIL, f"your int8 weights change the next-token distributions {got['kl'] / reference['kl']:.1f}x "
-                        f"as much as blocks of {BLOCK} with their own scales do: {line}"))
+                        f"as much as the reference quantiser's do (blocks of {BLOCK}, each with its own scale, "
+                        f"rounded to the nearest): {line}"))
 
 
 def timing_part(prefill, both, empty_cache, config) -> Part:
     """A report of speed: never fails (timings vary with the machine and its load)."""
-    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import busy_note, others_busy, read_bandwidth, weight_bytes_per_token
 
     float_name, int8_name = "MAX's float32 products (your step 13)", "your int8 kernel"
-    rates = step15.decode_rates({float_name: prefill, int8_name: both}, config, empty_cache)
+    with others_busy() as busy:
+        rates = step15.decode_rates({float_name: prefill, int8_name: both}, config, empty_cache)
     per_token = {float_name: weight_bytes_per_token(config), int8_name: int8_bytes_per_token(config)}
     limit = read_bandwidth()
     lines = [f"{name}: {rate:.1f} tokens/s, {per_token[name] / 1e6:.0f} MB per token read at "
              f"{rate * per_token[name] / 1e9:.1f} GB/s ({rate * per_token[name] / limit:.0%} of the "
-             f"{limit / 1e9:.1f} GB/s this machine reads now)" for name, rate in rates.items()]
+             f"{limit / 1e9:.1f} GB/s this machine reads now)" for name, rate in rates.items()] + busy_note(busy)
     mine, theirs = rates[int8_name], rates[float_name]
     return Part("timing", PASS, f"a report, not a verdict: decode {mine / theirs:.2f}x as fast on int8 weights "
                 f"({mine:.1f} against {theirs:.1f} tokens/s)", lines)
@@ -430,8 +440,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     step, fns = opened
     cases = quantize_cases(checkpoint)
     written = [_quantize_part(run, fns["quantize"], cases), _dequantize_part(run, fns["dequantize"], cases)]
-    if all(p.status != TODO for p in written):  # what a broken quantiser costs is worth seeing too
-        _quality_part(run, fns["quantize"], fns["dequantize"], checkpoint)
+    if any(p.status == TODO for p in written):
+        return run.finish("runs once quantize and dequantize are written")
+    _quality_part(run, fns["quantize"], fns["dequantize"], checkpoint)  # what a broken quantiser costs, too
     if any(p.status != PASS for p in run.report.parts):
         return run.finish("runs once quantize, dequantize and quality pass")
     if _kernel_part(run, path, config).status != PASS:
