@@ -491,7 +491,7 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
         return None
     verdict = reference.verdict(ids, decoded)
     run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids and {NEW_TOKENS - 1} decode steps through your kernel "
-                 f"({kernel_calls} calls each), op by op and compiled, match {spec.held_to}: {verdict.summary}",
+                 f"({sum(n for _, n in products(config).values())} calls each), op by op and compiled, match {spec.held_to}: {verdict.summary}",
                  margin=verdict.margin))
     return prefill, both, thirteen.empty_cache
 
