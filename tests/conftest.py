@@ -7,6 +7,7 @@ both, and the catalogued mistakes, held-out mistakes and styles on each in turn
 (`alternating`). `tier` puts each test in one of the three tiers.
 """
 
+import contextlib
 import fcntl
 import gc
 import os
@@ -119,6 +120,36 @@ def _collect_garbage():
     statm = Path("/proc/self/statm")  # Linux; elsewhere, collect after every test
     if not statm.exists() or int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") > _COLLECT_ABOVE:
         gc.collect()
+
+
+_held = 0  # how many of this process's tests and fixtures hold the server slot
+
+
+@contextlib.contextmanager
+def one_server():
+    """Held while real `max serve` processes run: one worker at a time runs them. A served model takes ~3.5 GB;
+    a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory (pytest-xdist 3.8
+    under pytest 9 ignores xdist_group, so test_serving.py's tests spread over both workers). Within a worker
+    the slot is shared: a module's server and a test's own may run together."""
+    from checker.paths import CACHE
+
+    global _held
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "server.lock", "w") as lock:
+        if _held == 0:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the worker dies
+        _held += 1
+        try:
+            yield
+        finally:
+            _held -= 1
+
+
+@pytest.fixture
+def server_slot():
+    """one_server() for the length of a test."""
+    with one_server():
+        yield
 
 
 @pytest.fixture(scope="session")

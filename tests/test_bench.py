@@ -86,7 +86,7 @@ def test_the_mojo_kernel_computes_x_times_w_transposed():
     np.testing.assert_allclose(with_bias, want + b, atol=1e-5)
 
 
-def test_serving_bench_on_a_tiny_load(tmp_path):
+def test_serving_bench_on_a_tiny_load(tmp_path, server_slot):
     """`bench --serve --tiny`: a real max serve of solution 14 at 1 and 2 streams, transformers beside it."""
     out = tmp_path / "serve.json"
     done = run_python("-m", "bench", "--serve", "--tiny", "--json", str(out), timeout=900)

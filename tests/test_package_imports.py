@@ -56,7 +56,7 @@ def test_a_folder_of_relative_steps_is_checked_with_file(checkpoint, tmp_path):
     assert done.returncode == 0 and "01 ok, 02 ok, 03 ok, 04 ok, 07 ok, 08 ok" in done.stdout, done.stdout + done.stderr
 
 
-def test_serve_reads_relative_imports(checkpoint, package_repo):
+def test_serve_reads_relative_imports(checkpoint, package_repo, server_slot):
     from checker.running.server import Server
 
     with Server(package_repo / "steps" / "step_14.py", checkpoint.path, quiet=True) as server:

@@ -2,6 +2,8 @@
 task is a plain command that runs unchanged in the pip venv."""
 
 import re
+import subprocess
+import sys
 import tomllib
 
 from checker.paths import REPO
@@ -194,3 +196,28 @@ def test_every_command_answers_help_and_touches_nothing(tmp_path):
         assert run.returncode == 0 and "usage:" in run.stdout.lower(), f"{module} --help:\n{run.stdout[-800:]}{run.stderr[-800:]}"
     made = [p.name for p in tmp_path.iterdir() if p.name in ("weights", ".cache")]
     assert not made, f"--help made {made}"
+
+
+def test_one_worker_at_a_time_runs_servers():
+    """tests/conftest.py's server slot: while another process holds it, a test waits; within a process it is
+    shared (a module's server and a test's own), so nesting never waits on itself."""
+    import time
+
+    from tests.conftest import one_server
+
+    holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom tests.conftest import one_server\n"
+                               "with one_server():\n    print('held', flush=True)\n    time.sleep(3)"],
+                              cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with one_server():
+            waited = time.monotonic() - started
+            with one_server():  # shared within this process
+                pass
+    finally:
+        holder.kill()
+    assert waited > 1.5, waited
+    started = time.monotonic()
+    with one_server():
+        assert time.monotonic() - started < 1

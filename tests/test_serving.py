@@ -25,6 +25,7 @@ import pytest
 
 from checker.paths import REPO
 from checker.running.server import MODEL, Server
+from tests.conftest import one_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
 
@@ -34,7 +35,7 @@ PROMPT = "Hello world, this is"
 
 @pytest.fixture(scope="module")
 def served(checkpoint):
-    with Server(SOLUTION, checkpoint.path, quiet=True) as server:
+    with one_server(), Server(SOLUTION, checkpoint.path, quiet=True) as server:
         yield server
 
 
@@ -203,7 +204,7 @@ def _start_serve():
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
-def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, how):
+def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, server_slot, how):
     """Ctrl-C (SIGINT to the terminal's process group), a kill, a closed terminal (SIGHUP) and a kill -9 of
     the launcher alone: max serve and its workers end, and the port is free within 15 s."""
     launcher, port = _start_serve()

@@ -20,7 +20,7 @@ def _servers(port: int) -> str:
     return subprocess.run(["pgrep", "-af", f"gpt2_arch.*--port {port}$"], capture_output=True, text=True).stdout
 
 
-def test_a_real_server_answers_like_transformers(checkpoint, monkeypatch):
+def test_a_real_server_answers_like_transformers(checkpoint, server_slot, monkeypatch):
     """Greedy, streaming, 8 concurrent, 4xx for a request past n_positions and for invalid parameters."""
     port = free_port()
     monkeypatch.setattr(server_module, "free_port", lambda: port)
@@ -30,7 +30,7 @@ def test_a_real_server_answers_like_transformers(checkpoint, monkeypatch):
     assert not _servers(port), "a server was left running"
 
 
-def test_a_server_that_cannot_start_says_why_and_leaves_nothing(checkpoint, tmp_path):
+def test_a_server_that_cannot_start_says_why_and_leaves_nothing(checkpoint, server_slot, tmp_path):
     broken = tmp_path / "step_14.py"
     broken.write_text(SOLUTION.read_text().replace("class GPT2Paged(Module):", "class GPT2Paged(Module)"))
     (tmp_path / "step_11.py").write_text((REPO / "solutions" / "solution_11.py").read_text())
@@ -55,7 +55,7 @@ def test_positions_mistakes_are_computed_not_guessed():
         assert step14.positions(step14.OFFSETS, step14.CACHED, rule).tolist() != right.tolist()
 
 
-def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint):
+def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint, server_slot):
     """pixi run serve prints the URL, the curl line and the gibberish note; a SIGTERM to it alone (a `kill`,
     not Ctrl-C to its process group) stops max serve too."""
     import os
@@ -81,7 +81,7 @@ def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint):
             wrapper.kill()
 
 
-def test_a_model_right_on_two_blocks_but_not_on_twelve_fails_served(checkpoint, write_step, monkeypatch):
+def test_a_model_right_on_two_blocks_but_not_on_twelve_fails_served(checkpoint, server_slot, write_step, monkeypatch):
     """Blocks 2 and up store and read block 1's cache: the paged part (2 blocks) cannot see it, the real
     server (every block) must."""
     wrong = SOLUTION.read_text().replace("layer_idx = Tensor(layer,", "layer_idx = Tensor(min(layer, 1),")
