@@ -1,6 +1,7 @@
 """pixi.toml and pyproject.toml describe the same environment, and every pixi
 task is a plain command that runs unchanged in the pip venv."""
 
+import os
 import re
 import subprocess
 import sys
@@ -221,3 +222,20 @@ def test_one_worker_at_a_time_runs_servers():
     started = time.monotonic()
     with one_server():
         assert time.monotonic() - started < 1
+
+
+def test_an_xdist_group_runs_on_one_worker(tmp_path):
+    """test_serving.py's tests share one server through xdist_group("served"): tests/conftest.py marks their
+    node ids as pytest-xdist would, so --dist loadgroup sends them all to one worker."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import _group\n\n\n"
+                                          "def pytest_collection_modifyitems(config, items):\n"
+                                          "    _group(config, items)\n")
+    (tmp_path / "test_grouped.py").write_text("import pytest\n\npytestmark = pytest.mark.xdist_group('g')\n\n\n"
+                                              "@pytest.mark.parametrize('i', range(6))\ndef test_a(i):\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
+                           "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
+                          capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    workers = re.findall(r"\[(gw\d)\] .*PASSED .*test_a\[\d\]@g", done.stdout)
+    assert len(workers) == 6 and len(set(workers)) == 1, done.stdout + done.stderr
