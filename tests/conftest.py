@@ -55,7 +55,8 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # to compile on a cold cache), the end-to-end workflow runs, real servers, the benches.
 # `python -m pytest -m heavy` runs the rest, which CI leaves out for its time (each 40-300 s: ~30 min in
 # all): the uncatalogued mistakes and other styles of steps 13-16, the kernels' messages and the solutions
-# of steps 15-16, whole-model compile-only faults, the online book's layouts, the head ablation.
+# of steps 15-16, step 16's Mojo mistakes after its first, whole-model compile-only faults, the online book's
+# layouts, the head ablation, the serving bench.
 SLOW_FROM_STEP = 9
 HEAVY_FROM_STEP = 13
 SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from tests.conftest import run_python
 
@@ -86,6 +87,7 @@ def test_the_mojo_kernel_computes_x_times_w_transposed():
     np.testing.assert_allclose(with_bias, want + b, atol=1e-5)
 
 
+@pytest.mark.heavy  # a served model and transformers side by side: ~80 s, and the server slot waited for
 def test_serving_bench_on_a_tiny_load(tmp_path, server_slot):
     """`bench --serve --tiny`: a real max serve of solution 14 at 1 and 2 streams, transformers beside it."""
     out = tmp_path / "serve.json"

@@ -203,7 +203,10 @@ def _start_serve():
     return launcher, int(out.split("http://127.0.0.1:")[1].split("/")[0])
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"])
+# SIGTERM and SIGHUP share one handler (checker.running.server's _exit_on_signals), and test_step14.py's
+# serve-command test sends SIGTERM too: they run in the heavy tier, for CI's time (~55 s each).
+@pytest.mark.parametrize("how", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.heavy),
+                                 pytest.param("SIGHUP", marks=pytest.mark.heavy), "SIGKILL"])
 def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, server_slot, how):
     """Ctrl-C (SIGINT to the terminal's process group), a kill, a closed terminal (SIGHUP) and a kill -9 of
     the launcher alone: max serve and its workers end, and the port is free within 15 s."""
