@@ -239,3 +239,11 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
     workers = re.findall(r"\[(gw\d)\] .*PASSED .*test_a\[\d\]@g", done.stdout)
     assert len(workers) == 6 and len(set(workers)) == 1, done.stdout + done.stderr
+
+
+def test_each_test_is_in_one_tier():
+    """`-m slow` and `-m heavy` select apart: a test marked heavy (a parameter's mark) in a file marked slow
+    would run in CI's slow tier anyway."""
+    both = subprocess.run([sys.executable, "-m", "pytest", "-m", "slow and heavy", "--collect-only", "-q", "-n", "0",
+                           "-p", "no:cacheprovider"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert both.returncode in (0, 5) and not re.findall(r"^tests/\S+::\S+", both.stdout, re.M), both.stdout

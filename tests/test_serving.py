@@ -27,7 +27,7 @@ from checker.paths import REPO
 from checker.running.server import MODEL, Server
 from tests.conftest import one_server
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("served")]
+pytestmark = pytest.mark.xdist_group("served")  # slow: tests/conftest.py (SLOW_FILES)
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 PROMPT = "Hello world, this is"
