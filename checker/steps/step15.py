@@ -490,8 +490,9 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
         run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))
         return None
     verdict = reference.verdict(ids, decoded)
+    per_step = sum(n for _, n in products(config).values())
     run.add(Part("decode", PASS, f"{NEW_TOKENS} greedy ids and {NEW_TOKENS - 1} decode steps through your kernel "
-                 f"({sum(n for _, n in products(config).values())} calls each), op by op and compiled, match {spec.held_to}: {verdict.summary}",
+                 f"({per_step} calls each), op by op and compiled, match {spec.held_to}: {verdict.summary}",
                  margin=verdict.margin))
     return prefill, both, thirteen.empty_cache
 
@@ -563,30 +564,32 @@ def _without_kernel(run: StepRun, build, model, prefill, config, thirteen, refer
 
 
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
-                 rounds: int = 2) -> dict[str, float]:
-    """Decode tokens/s of each run (name -> callable), interleaved, the best of `rounds` kept."""
+                 rounds: int = 2) -> tuple[dict[str, float], list[str]]:
+    """Decode tokens/s of each run (name -> callable), interleaved, the best of `rounds` kept; and a line
+    for the report when other programs shared the CPU meanwhile (checker.references.bandwidth.busy_note)."""
     from checker.diagnosis.compiled import greedy_with_cache
+    from checker.references.bandwidth import busy_note, others_busy
 
     prompt = np.random.default_rng(0).integers(0, min(config.vocab_size, 400), (1, prompt_length))
     rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            _, seconds = greedy_with_cache(run, empty_cache(config, 1), prompt, steps)
-            rates[name].append(steps / seconds)
-    return {name: max(r) for name, r in rates.items()}
+    with others_busy() as busy:
+        for _ in range(rounds):
+            for name, run in runs.items():
+                _, seconds = greedy_with_cache(run, empty_cache(config, 1), prompt, steps)
+                rates[name].append(steps / seconds)
+    return {name: max(r) for name, r in rates.items()}, busy_note(busy)
 
 
 def timing_part(prefill, both, empty_cache, config) -> Part:
     """A report of speed: never fails (timings vary with the machine and its load)."""
-    from checker.references.bandwidth import busy_note, others_busy, read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
 
-    with others_busy() as busy:
-        rates = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
+    rates, busy = decode_rates({"MAX's products (your step 13)": prefill, "your kernel": both}, config, empty_cache)
     per_token = weight_bytes_per_token(config)
     limit = read_bandwidth()
     lines = [f"{name}: {rate:.1f} tokens/s, reading the weights at {rate * per_token / 1e9:.1f} GB/s "
              f"({rate * per_token / limit:.0%} of the {limit / 1e9:.1f} GB/s this machine reads now)"
-             for name, rate in rates.items()] + busy_note(busy)
+             for name, rate in rates.items()] + busy
     mine, theirs = rates["your kernel"], rates["MAX's products (your step 13)"]
     return Part("timing", PASS, f"a report, not a verdict: decode {mine / theirs:.2f}x as fast with your kernel "
                 f"({mine:.1f} against {theirs:.1f} tokens/s; {per_token / 1e6:.0f} MB of weights per token)", lines)

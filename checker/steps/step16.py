@@ -400,16 +400,15 @@ def _quality_part(run: StepRun, quantize, dequantize, checkpoint: Checkpoint) ->
 
 def timing_part(prefill, both, empty_cache, config) -> Part:
     """A report of speed: never fails (timings vary with the machine and its load)."""
-    from checker.references.bandwidth import busy_note, others_busy, read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
 
     float_name, int8_name = "MAX's float32 products (your step 13)", "your int8 kernel"
-    with others_busy() as busy:
-        rates = step15.decode_rates({float_name: prefill, int8_name: both}, config, empty_cache)
+    rates, busy = step15.decode_rates({float_name: prefill, int8_name: both}, config, empty_cache)
     per_token = {float_name: weight_bytes_per_token(config), int8_name: int8_bytes_per_token(config)}
     limit = read_bandwidth()
     lines = [f"{name}: {rate:.1f} tokens/s, {per_token[name] / 1e6:.0f} MB per token read at "
              f"{rate * per_token[name] / 1e9:.1f} GB/s ({rate * per_token[name] / limit:.0%} of the "
-             f"{limit / 1e9:.1f} GB/s this machine reads now)" for name, rate in rates.items()] + busy_note(busy)
+             f"{limit / 1e9:.1f} GB/s this machine reads now)" for name, rate in rates.items()] + busy
     mine, theirs = rates[int8_name], rates[float_name]
     return Part("timing", PASS, f"a report, not a verdict: decode {mine / theirs:.2f}x as fast on int8 weights "
                 f"({mine:.1f} against {theirs:.1f} tokens/s)", lines)
@@ -420,8 +419,7 @@ def int8_bytes_per_token(config) -> int:
     bias and the LayerNorms as float32."""
     from checker.references.bandwidth import weight_bytes_per_token
 
-    c, inner, v = config.n_embd, config.n_inner or 4 * config.n_embd, config.vocab_size
-    products = config.n_layer * (3 * c * c + c * c + 2 * c * inner) + v * c
+    products = sum(m * k * n for (m, k), (_, n) in step15.products(config).items())
     as_float = weight_bytes_per_token(config)
     return as_float - 4 * products + products + 4 * products // BLOCK
 
