@@ -147,9 +147,9 @@ _held = 0  # how many of this process's tests and fixtures hold the server slot
 @contextlib.contextmanager
 def one_server():
     """Held while real `max serve` processes run: one worker at a time runs them. A served model takes ~3.5 GB;
-    a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory (pytest-xdist 3.8
-    under pytest 9 ignores xdist_group, so test_serving.py's tests spread over both workers). Within a worker
-    the slot is shared: a module's server and a test's own may run together."""
+    a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory (xdist_group keeps
+    test_serving.py's tests together, but step 14's tests, the bench and the package-import test start servers
+    of their own). Within a worker the slot is shared: a module's server and a test's own may run together."""
     from checker.paths import CACHE
 
     global _held
