@@ -88,6 +88,43 @@ def pytest_collection_modifyitems(config, items):
     _group(config, items)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--share", metavar="K/N", type=_share_spec,
+                     help="run share K of N (0 <= K < N) of the selected tests, dealt out in turn in their "
+                          "collected order; CI runs the heavy tier a share a run (.ci/run)")
+
+
+def _share_spec(text: str) -> tuple[int, int]:
+    import argparse
+
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/6")
+    return int(k), int(n)
+
+
+def pytest_configure(config):
+    if config.getoption("share", None):
+        config.pluginmanager.register(_Share(*config.getoption("share")), "share")
+
+
+class _Share:
+    """--share K/N: after -m has selected (trylast: after pytest's own deselection), every N-th test from
+    the K-th; the N shares of a tier partition it, each of about the same cost (neighbours, a test's
+    parameters, go to different shares)."""
+
+    def __init__(self, k: int, n: int):
+        self.k, self.n = k, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        kept = [item for i, item in enumerate(items) if i % self.n == self.k]
+        left = [item for i, item in enumerate(items) if i % self.n != self.k]
+        if left:
+            config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
 def _group(config, items) -> None:
     """--dist loadgroup's xdist_group, as pytest-xdist 3.8 means it: it marks a grouped test's node id
     ("...::test_x@served") by setting item._nodeid, which pytest 9 no longer reads (the id is item._id), so

@@ -97,3 +97,15 @@ def test_a_model_right_on_two_blocks_but_not_on_twelve_fails_served(checkpoint, 
     assert any(d.startswith("ok   the server goes on serving") for d in served.details), report.render()
     assert "its layer_idx" in served.details[-1], report.render()
     assert not _servers(port), "a server was left running"
+
+
+def test_a_wrong_paged_model_is_told_op_by_op_before_any_compile(checkpoint, write_step, monkeypatch):
+    """A change MAX has not compiled costs about a minute's compile: a wrong model is told op by op first,
+    MAX's paged kernels stood in for (checker.running.paged), and placed as the compiled graph places it."""
+    wrong = SOLUTION.read_text().replace("scale=1 / math.sqrt(attn.head_dim)", "scale=1 / (math.sqrt(attn.head_dim) + 1)")
+    assert wrong != SOLUTION.read_text()
+    monkeypatch.setattr(step14, "compile_probed", lambda *args: pytest.fail("the model was compiled"))
+    report = step14.check(write_step(wrong, "step_14.py"), checkpoint)
+    part = report.part("paged model")
+    assert part.status == FAIL and step14.EAGERLY in part.details, report.render()
+    assert any("block 0's attention half" in d and "the scale" in d for d in part.details), report.render()

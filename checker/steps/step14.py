@@ -6,10 +6,12 @@ Parts:
   ragged positions  ragged_positions on a batch of prompts and decodes (offsets [0, 5, 6, 10, 11],
                     cached [0, 7, 0, 3]): each row's position, exactly
   last rows         last_rows on the same offsets: each request's last row, exactly
-  paged model       GPT2Paged (first PAGED_LAYERS blocks), compiled as max serve compiles it, run on
-                    MAX's paged KV cache through SCENARIO: requests of different lengths, prefill and
-                    decode in one batch, a request sitting a batch out; every new row's logits at each
-                    batch against Hugging Face's at the same position
+  paged model       GPT2Paged (first PAGED_LAYERS blocks) through SCENARIO: requests of different lengths,
+                    prefill and decode in one batch, a request sitting a batch out; every new row's logits
+                    at each batch against Hugging Face's at the same position. First op by op, MAX's
+                    paged-cache kernels stood in for (checker.running.paged: seconds, where a compile after
+                    a change takes about a minute), so a wrong model is told at once; a right one is then
+                    compiled as max serve compiles it and run on MAX's paged KV cache, the verdict's own run
   served            the whole model under a real `max serve` on 127.0.0.1: greedy completions of
                     PROMPTS equal transformers' greedy ids, streaming the same tokens in order,
                     CONCURRENT requests at once each its single-request answer, the log-probabilities
@@ -461,7 +463,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.add(Part("paged model", FAIL, "step 14 wraps your step 11 model: import GPT2LMHeadModel and "
                      "load_hf_weights from steps.step_11"))
         return run.finish("needs your step 11 model")
-    part = _model_part(run, fns["GPT2Paged"], eleven, config, checkpoint)
+    part = _model_part(run, fns["GPT2Paged"], eleven, step, config, checkpoint)
     run.point_to_earlier_steps(part)
     if serve and all(p.status == PASS for p in run.report.parts):
         run.add(_served_part(path, checkpoint))
@@ -530,25 +532,83 @@ def _learner_paged(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoi
     return run.call(GPT2Paged, model, kv_params)
 
 
-def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint) -> Part:
+def run_eagerly(paged, modules, config, tokens: dict[str, list[int]]):
+    """SCENARIO op by op, MAX's paged-cache kernels stood in for by checker.running.paged: as run_scenario,
+    per batch every row's logits [rows, V] and the recorded pieces, and their names (Probed); None where
+    the learner's code calls them outside what the stand-in covers (the model is then compiled)."""
+    from max.experimental.executor import UnsupportedGraphError
+    from max.experimental.tensor import Tensor
+
+    from checker.running.paged import NotStoodIn, PagedCache, standing_in
+
+    cache = PagedCache(PAGED_LAYERS, config.n_head, config.n_embd // config.n_head)
+    done, out, pieces, names = {name: 0 for name in tokens}, [], [], []
+    try:
+        with standing_in(modules):
+            for batch in SCENARIO:
+                ids = np.concatenate([tokens[name][done[name]:done[name] + n] for name, n in batch]).astype(np.int64)
+                offsets = np.cumsum([0] + [n for _, n in batch]).astype(np.uint32)
+                kv = cache.batch([name for name, _ in batch], [done[name] for name, _ in batch])
+                recorded = []
+                with Probed._recording(recorded, paged):
+                    logits = paged(Tensor.from_dlpack(ids), kv, Tensor.from_dlpack(offsets))
+                out.append(np.from_dlpack(logits).astype(np.float64))
+                pieces.append([np.from_dlpack(value).astype(np.float64) for _, value in recorded])
+                names = [name for name, _ in recorded]
+                for name, n in batch:
+                    done[name] += n
+    except (NotStoodIn, UnsupportedGraphError):
+        return None
+    return out, pieces, names
+
+
+EAGERLY = ("found op by op, before compiling: MAX's paged-cache kernels (store_k_cache_ragged, store_v_cache_ragged, "
+           "flash_attention_ragged) stood in for by the check's own, with the arguments your code gave them; "
+           "once this passes, your model is compiled as max serve compiles it")
+
+
+def _model_part(run: StepRun, GPT2Paged, eleven, step, config, checkpoint: Checkpoint) -> Part:
+    from checker.running import learner
+
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
+    try:
+        paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
+    except LearnerError as e:
+        return run.add(Part.from_error("paged model", e))
+    limits = learner.limits_hit()
+    try:  # op by op first: a wrong model is told without the compile (a minute after each change)
+        eager = run.call(run_eagerly, paged, [step, *used_modules(step).values()], config, tokens)
+    except LearnerError as e:  # the compile meets it too, and words it as MAX's graph does; a hang is a hang
+        if learner.limits_hit() > limits:
+            return run.add(Part.from_error("paged model", e))
+        eager = None
+    if eager is not None:
+        part = _judged(*eager, checkpoint, tokens)
+        if part.status != PASS:
+            part.details.append(EAGERLY)
+            return run.add(part)
     print(f"(compiling your GPT2Paged ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
-        paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
         compiled, probed = run.call(compile_probed, paged, kv_params)
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
+    return run.add(_judged(got, recorded, probed.names, checkpoint, tokens))
+
+
+def _judged(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
+            tokens: dict[str, list[int]]) -> Part:
+    """The paged-model part of per-batch logits `got` and recorded pieces (`names`), against Hugging Face."""
     hf = _hf(checkpoint, PAGED_LAYERS)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
     if flat_got.shape[0] == len(SCENARIO[0]) and flat_got.shape != flat_want.shape:
-        return run.add(Part("paged model", FAIL, f"logits of shape {list(got[0].shape)} for the first batch, expected "
-                            f"{list(want[0].shape)}: forward returns every new row's logits [T, V] (the server "
-                            "takes each request's last row with last_rows, and every row for echo), not only "
-                            "the last rows [B, V]"))
+        return Part("paged model", FAIL, f"logits of shape {list(got[0].shape)} for the first batch, expected "
+                    f"{list(want[0].shape)}: forward returns every new row's logits [T, V] (the server "
+                    "takes each request's last row with last_rows, and every row for echo), not only "
+                    "the last rows [B, V]")
 
     def mistakes():
         for m, variant in MISTAKES:
@@ -560,11 +620,11 @@ def _model_part(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint)
         verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
         if verdict.mistake is None:
             rows = [row for batch in scenario_rows(tokens) for row in batch]
-            verdict.details += place(probed.names, recorded, scenario_stream(hf, tokens), flat_got, flat_want, rows)
+            verdict.details += place(names, recorded, scenario_stream(hf, tokens), flat_got, flat_want, rows)
             verdict.details += _where(got, want, scenario_rows(tokens))
     part = Part.from_verdict("paged model", verdict)
     part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"
-    return run.add(part)
+    return part
 
 
 # --- the served part ------------------------------------------------------------------------------
