@@ -241,6 +241,24 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
     assert len(workers) == 6 and len(set(workers)) == 1, done.stdout + done.stderr
 
 
+def test_ci_runs_the_heavy_tier_a_share_a_commit():
+    """.ci/run runs `-m heavy --share K/N`, K the commit count modulo N: the N shares partition the heavy
+    tier, so N commits in a row run every heavy test in CI."""
+    ci = (REPO / ".ci" / "run").read_text()
+    n = int(re.search(r'^python -m pytest -m heavy --share "\$\(\( \$\(git rev-list --count HEAD\) % (\d+) \)\)/\1"$',
+                      ci, re.M)[1])
+
+    def collected(*share: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-m", "heavy", *share, "--collect-only", "-q", "-n", "0",
+                               "-p", "no:cacheprovider"], capture_output=True, text=True, cwd=REPO, timeout=300)
+        return re.findall(r"^tests/\S+::.+$", done.stdout, re.M)
+
+    heavy = collected()
+    shares = [collected("--share", f"{k}/{n}") for k in range(n)]
+    assert heavy and sorted(sum(shares, [])) == sorted(heavy), "the shares do not partition the heavy tier"
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1, [len(s) for s in shares]
+
+
 def test_each_test_is_in_one_tier():
     """`-m slow` and `-m heavy` select apart: a test marked heavy (a parameter's mark) in a file marked slow
     would run in CI's slow tier anyway."""
