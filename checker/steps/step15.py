@@ -465,12 +465,13 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
         summary = f"the decode steps through your kernel (run op by op) differ from {spec.held_to}: {verdict.summary}"
         print(f"(decode FAILS: {summary}; running it again with MAX's products in place of your kernel, to tell "
               "whether the kernel is the cause: seconds; the report follows)", file=sys.stderr, flush=True)
-        problems.append(_without_kernel(run, build, model, prefill, config, thirteen, reference, spec, compiled=False))
+        problems.append(_without_kernel(run, build, eleven, checkpoint, prefill, thirteen, reference, spec,
+                                        compiled=False))
         run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))
         return None
     try:
-        with counting_kernel_calls() as calls:
-            decode = run.call(compile_decode, run.call(build, model), config)
+        with counting_kernel_calls() as calls:  # built anew on a model of its own: a build may change its model
+            decode = run.call(compile_decode, run.call(build, run.call(spec.load, eleven, checkpoint)), config)
         both = prefill_then_decode(prefill, decode)
         ids, decoded = run.call(greedy_steps, both, config, thirteen.empty_cache, prompt, NEW_TOKENS)
     except LearnerError as e:
@@ -486,7 +487,8 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
         print(f"(decode FAILS: {summary}; compiling your decode again with MAX's products in place of your kernel, "
               "to tell whether the kernel is the cause: about a minute after a change; the report follows)",
               file=sys.stderr, flush=True)
-        problems.append(_without_kernel(run, build, model, prefill, config, thirteen, reference, spec, compiled=True))
+        problems.append(_without_kernel(run, build, eleven, checkpoint, prefill, thirteen, reference, spec,
+                                        compiled=True))
         run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))
         return None
     verdict = reference.verdict(ids, decoded)
@@ -537,15 +539,16 @@ class DecodeReference:
         return verdict, problems
 
 
-def _without_kernel(run: StepRun, build, model, prefill, config, thirteen, reference: DecodeReference,
-                    spec: KernelDecode, *, compiled: bool) -> str:
-    """The learner's decode again (op by op, or `compiled`), every call of the kernel's op made MAX's own
-    product (max_products): where the cause is, in one line. The same wrong numbers without the kernel put it
-    outside the kernel."""
+def _without_kernel(run: StepRun, build, eleven, checkpoint: Checkpoint, prefill, thirteen,
+                    reference: DecodeReference, spec: KernelDecode, *, compiled: bool) -> str:
+    """The learner's decode again (op by op, or `compiled`), built on a model loaded anew, every call of the
+    kernel's op made MAX's own product (max_products): where the cause is, in one line. The same wrong
+    numbers without the kernel put it outside the kernel."""
+    config = checkpoint.learner_config()
     instead = f"with MAX's products in place of your kernel (every {spec.op} call computed by MAX's own ops)"
     try:
         with max_products(spec.op, spec.product):
-            plain = run.call(build, model)
+            plain = run.call(build, run.call(spec.load, eleven, checkpoint))
             if compiled:
                 plain = run.call(compile_decode, plain, config)
             ids, decoded = run.call(greedy_steps, prefill_then_decode(prefill, plain), config, thirteen.empty_cache,
