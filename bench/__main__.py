@@ -163,7 +163,7 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     `llama_source` (a llama.cpp source tree), llama.cpp's Q8_0 decode too (bench/llama.py)."""
     import torch
 
-    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
+    from checker.references.bandwidth import read_bandwidth, settled, weight_bytes_per_token
     from checker.references.quantize import dequantize_hf
     from checker.steps.step16 import int8_bytes_per_token
     from bench.kv_cache import greedy, prefill
@@ -185,7 +185,9 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     kernel = _kernel_run(model, config, run)
     int8 = _int8_run(folder, config)
     # The four decodes and the bandwidth interleaved, one of each per round, so a change in the
-    # machine's load (it may be shared) falls on all of them.
+    # machine's load (it may be shared) falls on all of them; each waits until the threads of the one
+    # before are quiet (MAX's spin about half a second after a call: timed at once, transformers lost a
+    # third of its speed).
     decoders = dict(ours=lambda: greedy(run, config, prompt, plan.decode_steps),
                     theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
                     kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps),
@@ -194,8 +196,8 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     if llama["reason"] is None:
         llama_run = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
         decoders["llama_cpp"] = lambda: llama_run(prompt, plan.decode_steps)
-    rounds = [{name: decode() for name, decode in decoders.items()} | dict(bandwidth=read_bandwidth())
-              for _ in range(plan.repeats + 1)][1:]
+    rounds = [{name: (settled(), decode())[1] for name, decode in decoders.items()}
+              | dict(bandwidth=(settled(), read_bandwidth())[1]) for _ in range(plan.repeats + 1)][1:]
     bandwidth = statistics.median(r["bandwidth"] for r in rounds)
     tps = {name: plan.decode_steps / statistics.median(r[name][1] for r in rounds) for name in decoders}
     ours_tps, theirs_tps, kernel_tps, int8_tps = (tps[name] for name in ("ours", "theirs", "kernel", "int8"))

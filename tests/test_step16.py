@@ -177,6 +177,31 @@ def test_a_timing_says_when_other_programs_shared_the_cpu():
     assert "other programs used" in busy_note([max(busy[0], 0.2)])[0] and busy_note([0.05]) == []
 
 
+def test_a_timing_waits_until_the_threads_before_it_are_quiet():
+    """A runtime's threads spin after their work (MAX's about half a second), taking the CPU from a timing
+    that follows in the same process: settled() waits while a thread of this process spins, and not after."""
+    import threading
+    import time
+
+    from checker.references.bandwidth import settled
+
+    def spin(until):
+        while time.perf_counter() < until:
+            pass
+
+    spinner = threading.Thread(target=spin, args=(time.perf_counter() + 0.6,))
+    spinner.start()
+    waited = settled()
+    spinner.join()
+    assert 0.5 <= waited < 2.0, waited  # it waited for the spinner, and stopped once it was done
+    assert settled() < 0.3  # nothing spins now: it returns after one window
+    spinner = threading.Thread(target=spin, args=(time.perf_counter() + 1.5,))
+    spinner.start()
+    waited = settled(at_most=0.3)
+    spinner.join()
+    assert 0.3 <= waited < 0.6, waited  # a process that never goes quiet is waited for at most at_most
+
+
 def test_a_decode_step_without_a_product_names_it():
     """The kernel's calls are counted by their weight's shape: a product left in float is named, not only
     counted (48 of 49 calls: the tied head), over one decode step or several."""

@@ -73,6 +73,21 @@ def others_busy():
     share.append(max(0.0, (busy1 - busy0 - ours) / max(all1 - all0, 1)))
 
 
+def settled(window: float = 0.1, below: float = 0.2, at_most: float = 3.0) -> float:
+    """Waits until this process's threads are quiet (under `below` of one CPU over `window` seconds), at
+    most `at_most` seconds; returns the seconds waited. A runtime's worker threads spin for a while
+    after their work (MAX's about half a second, OpenMP's too), taking the CPU from whatever is timed
+    next in the same process: a timing that follows another waits for this first."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < at_most:
+        own0, t0 = os.times(), time.perf_counter()
+        time.sleep(window)
+        own1 = os.times()
+        if (own1.user - own0.user + own1.system - own0.system) / (time.perf_counter() - t0) < below:
+            break
+    return time.perf_counter() - started
+
+
 def busy_note(share: list[float], above: float = 0.15) -> list[str]:
     """A line for a timing report when other processes took more than `above` of the CPU while it was timed."""
     if not share or share[0] <= above:

@@ -569,15 +569,17 @@ def _without_kernel(run: StepRun, build, eleven, checkpoint: Checkpoint, prefill
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
                  rounds: int = 2) -> tuple[dict[str, float], list[str]]:
     """Decode tokens/s of each run (name -> callable), interleaved, the best of `rounds` kept; and a line
-    for the report when other programs shared the CPU meanwhile (checker.references.bandwidth.busy_note)."""
+    for the report when other programs shared the CPU meanwhile (checker.references.bandwidth.busy_note).
+    Each run waits until the threads of the one before are quiet (bandwidth.settled)."""
     from checker.diagnosis.compiled import greedy_with_cache
-    from checker.references.bandwidth import busy_note, others_busy
+    from checker.references.bandwidth import busy_note, others_busy, settled
 
     prompt = np.random.default_rng(0).integers(0, min(config.vocab_size, 400), (1, prompt_length))
     rates: dict[str, list[float]] = {name: [] for name in runs}
     with others_busy() as busy:
         for _ in range(rounds):
             for name, run in runs.items():
+                settled()
                 _, seconds = greedy_with_cache(run, empty_cache(config, 1), prompt, steps)
                 rates[name].append(steps / seconds)
     return {name: max(r) for name, r in rates.items()}, busy_note(busy)
