@@ -2,7 +2,7 @@
 
     python -m bench                  GPT-2 small (the real checkpoint if downloaded, else the synthetic one)
     python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
-    python -m bench --profile        also time each weight product alone, MAX's and step 15's kernel (bench/matvec.py)
+    python -m bench --profile        also each weight product alone (MAX's, step 15's kernel) and the int8 step's split (bench/matvec.py)
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
     python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
@@ -121,21 +121,28 @@ def _kernel_run(model, config, run):
     return prefill_then_decode(run, decode)
 
 
-def _int8_run(folder: Path, config):
-    """Solution 16's decode on int8 weights: the prompt through step 13's graph on the dequantised weights,
-    each one-position step through the int8 kernel (GPT2Quantized, compiled for one position)."""
+def _int8_model(folder: Path, config):
+    """Solution 11's model loaded with the checkpoint's weights through dequantize(quantize(w))."""
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
-    from bench.kv_cache import compile_with_cache
     from checker.references.quantize import dequantized_tensors
-    from checker.steps.step15 import compile_decode, prefill_then_decode
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
-    from solutions.solution_16 import GPT2Quantized
 
     with F.lazy():
         model = GPT2LMHeadModel(config)
     load_hf_weights(model, dequantized_tensors(load_file(folder / "model.safetensors")))
+    return model
+
+
+def _int8_run(folder: Path, config):
+    """Solution 16's decode on int8 weights: the prompt through step 13's graph on the dequantised weights,
+    each one-position step through the int8 kernel (GPT2Quantized, compiled for one position)."""
+    from bench.kv_cache import compile_with_cache
+    from checker.steps.step15 import compile_decode, prefill_then_decode
+    from solutions.solution_16 import GPT2Quantized
+
+    model = _int8_model(folder, config)
     started = time.perf_counter()
     prefill = compile_with_cache(model, config)
     decode = compile_decode(GPT2Quantized(model), config)
@@ -320,6 +327,16 @@ def report(result: dict) -> str:
                          "and the call.")
         mb = mem["weight_mb_per_token"]
         lines.append(f"Reading {mb:.0f} MB at the measured {bw:.1f} GB/s takes {mb / bw:.1f} ms.")
+    if "int8_split" in result:
+        s, mb = result["int8_split"], mem["int8_mb_per_token"]
+        lines += ["", f"| an int8 decode step at {s['past']} cached positions (solution 16) | ms |", "| --- | --- |",
+                  f"| with step 13's attention (F.concat grows the cache; the mask) | {s['before_ms']:.2f} |",
+                  f"| as the solution runs it (its append kernel; no mask) | {s['step_ms']:.2f} |",
+                  f"| its 49 products alone, in one graph | {s['products_ms']:.2f} |",
+                  f"| the rest of the step, before and after | {s['before_ms'] - s['products_ms']:.2f}, "
+                  f"{s['step_ms'] - s['products_ms']:.2f} |"]
+        lines.append(f"Reading {mb:.0f} MB at the measured {mem['read_bandwidth_gb_s']:.1f} GB/s takes "
+                     f"{mb / mem['read_bandwidth_gb_s']:.1f} ms.")
     return "\n".join(lines)
 
 
@@ -366,9 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
                       **measure(folder, config, plan, args.llama_cpp))
         if args.profile:
-            from bench.matvec import time_matvecs
+            from bench.matvec import int8_split, time_matvecs
 
             result["matvecs"] = time_matvecs(config)
+            result["int8_split"] = int8_split(_int8_model(folder, config), config)
     print(report(result))
     path = args.json or CACHE / "bench.json"
     path.parent.mkdir(parents=True, exist_ok=True)

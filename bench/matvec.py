@@ -9,6 +9,11 @@ tied head: x @ wte.T), and through step 15's Mojo kernel (solution 15's
 machine's drift falls on both alike. Their sums per token, against the whole
 decode steps, say how much of a step is reading weights and how fast each
 product reads them.
+
+For step 16's int8 decode (int8_split), one step at 160 cached positions three
+ways: as solution 16 compiles it, with step 13's attention in its place (the
+cache grown by F.concat, the mask), and its 49 int8 products alone, chained in
+one graph: what the products take, and what the rest takes before and after.
 """
 
 from __future__ import annotations
@@ -88,3 +93,79 @@ def time_matvecs(config, repeats: int = 30, rounds: int = 5) -> list[dict]:
                          ms=1e3 * seconds["max"], gb_s=nbytes / seconds["max"] / 1e9,
                          kernel_ms=1e3 * seconds["kernel"], kernel_gb_s=nbytes / seconds["kernel"] / 1e9))
     return rows
+
+
+def _int8_products(config):
+    """The 49 int8 products of a decode step (solution 16's kernel), chained in one graph: x [1, C] through
+    each block's four and then the head, each output cut to the next input. Compiled, on random weights."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+    from max.graph import TensorType
+
+    from solutions.solution_16 import matvec_q8, quantize
+
+    per_block = [(k, m) for _, k, m, times, _ in matvec_shapes(config) if times == config.n_layer]
+    shapes = per_block * config.n_layer + [(k, m) for _, k, m, times, _ in matvec_shapes(config) if times == 1]
+
+    class Product(Module):
+        def __init__(self, k, m):
+            self.q, self.scales = Tensor.zeros([m, k], dtype=DType.int8), Tensor.zeros([m, -(-k // 32)])
+
+    class Chain(Module):
+        def __init__(self):
+            for i, (k, m) in enumerate(shapes):
+                setattr(self, f"p{i}", Product(k, m))
+
+        def forward(self, x):
+            for i, (k, m) in enumerate(shapes):
+                p = getattr(self, f"p{i}")
+                x = matvec_q8(x[:, :k], p.q, p.scales) * 0.01  # [1, m]; scaled so the chain stays finite
+            return x
+
+    with F.lazy():
+        chain = Chain()
+    rng, weights = np.random.default_rng(0), {}
+    for i, (k, m) in enumerate(shapes):
+        weights[f"p{i}.q"], weights[f"p{i}.scales"] = quantize(rng.standard_normal((m, k)).astype(np.float32))
+    return chain.compile(TensorType(DType.float32, [1, config.n_embd], device=CPU()), weights=weights)
+
+
+def int8_split(model, config, past: int = 160, repeats: int = 40) -> dict:
+    """Where solution 16's int8 decode step goes, at `past` cached positions: the step as the solution
+    compiles it (the cache grown by its append kernel, no mask), the step with step 13's attention in its
+    place (F.concat, the mask: as it was before), and the 49 products alone; median ms of each, in
+    alternating rounds. `model` is a loaded step 11 model (solution 11)."""
+    from unittest import mock
+
+    from max.experimental.tensor import Tensor
+
+    import solutions.solution_16 as sixteen
+    from checker.references.bandwidth import settled
+    from checker.steps.step15 import compile_decode
+    from solutions.solution_13 import attention_with_cache
+
+    rng = np.random.default_rng(0)
+    head_dim = config.n_embd // config.n_head
+    cache = [Tensor.from_dlpack(rng.standard_normal((1, config.n_head, past, head_dim)).astype(np.float32))
+             for _ in range(2 * config.n_layer)]
+    ids = Tensor.from_dlpack(np.array([[1]], dtype=np.int64))
+    x = Tensor.from_dlpack(rng.standard_normal((1, config.n_embd)).astype(np.float32))
+    step = compile_decode(sixteen.GPT2Quantized(model), config)
+    with mock.patch.object(sixteen, "decode_attention", attention_with_cache):
+        before = compile_decode(sixteen.GPT2Quantized(model), config)
+    products = _int8_products(config)
+    runs = dict(step=lambda: step(ids, *cache)[0], before=lambda: before(ids, *cache)[0], products=lambda: products(x))
+    samples = {name: [] for name in runs}
+    for _ in range(4):
+        for name, run in runs.items():
+            settled()
+            for _ in range(3):
+                np.from_dlpack(run())
+            for _ in range(repeats // 4):
+                started = time.perf_counter()
+                np.from_dlpack(run())
+                samples[name].append(time.perf_counter() - started)
+    return dict(past=past, **{f"{name}_ms": 1e3 * statistics.median(s) for name, s in samples.items()})

@@ -38,7 +38,8 @@ Facts you cannot guess (MAX 26.7), beside step 15's:
   weights as [in, out] (Hugging Face's Conv1D); the Linear's [out, in], the layout to quantise along
   its input, is their transpose. Your step 11 model's Linears already hold [out, in].
 
-Read: the book's page for this step (book/docs/steps/16.md).
+Read: the book's page for this step (book/docs/steps/16.md); once this passes, its "Faster still"
+section (optional: the cache grown by a second kernel of yours, a quarter off each decode step).
 Check: pixi run s16        Then: pixi run gpt2 --int8 "Your prompt"        Stuck? pixi run s16 --hint
 """
 

@@ -184,7 +184,41 @@ def test_profile_times_max_and_the_kernel_on_every_product(monkeypatch):
     text = report(dict(machine=dict(processor="cpu", vector_extensions=[], cpus=2, torch_threads=2), model="tiny",
                        repeats=1, decode=decode, memory=memory, prefill=[dict(batch=1, tokens=4, max_ms=1.0,
                        transformers_ms=1.0, speedup=1.0, max_abs_diff=0.0)], tokens=dict(identical=True,
-                       max_kv_cache=[1, 2, 3]), matvecs=rows))
+                       max_kv_cache=[1, 2, 3]), matvecs=rows,
+                       int8_split=dict(past=8, step_ms=2.0, before_ms=3.5, products_ms=1.25)))
     kernel_sum = sum(r["kernel_ms"] * r["per_token"] for r in rows)
     assert f"The kernel's products alone: {kernel_sum:.1f} ms per token of its decode step's 8.0 ms" in text
     assert f"MAX's products alone: {sum(r['ms'] * r['per_token'] for r in rows):.1f} ms" in text
+    assert "| the rest of the step, before and after | 2.25, 0.75 |" in text
+
+
+@pytest.mark.slow
+def test_int8_split_times_the_step_before_and_after_and_its_products(tmp_path):
+    """`--profile`'s int8 split on a tiny GPT-2: the step as solution 16 runs it, the step with step 13's
+    attention in its place, and the products alone, each compiled and timed; the two steps give the same
+    logits (the append kernel and the dropped mask change no number)."""
+    from unittest import mock
+
+    from max.experimental.tensor import Tensor
+
+    import solutions.solution_16 as sixteen
+    from bench.__main__ import _hf_tiny, _int8_model
+    from bench.matvec import int8_split
+    from checker.references.weights import learner_config
+    from checker.steps.step15 import compile_decode
+    from solutions.solution_13 import attention_with_cache
+
+    folder = _hf_tiny(tmp_path)
+    config = learner_config(json.loads((folder / "config.json").read_text()))
+    model = _int8_model(folder, config)
+    split = int8_split(model, config, past=8, repeats=4)
+    assert split["past"] == 8 and min(split["step_ms"], split["before_ms"], split["products_ms"]) > 0
+    rng = np.random.default_rng(1)
+    cache = [Tensor.from_dlpack(rng.standard_normal((1, config.n_head, 8, config.n_embd // config.n_head))
+                                .astype(np.float32)) for _ in range(2 * config.n_layer)]
+    ids = Tensor.from_dlpack(np.array([[3]], dtype=np.int64))
+    after = compile_decode(sixteen.GPT2Quantized(model), config)(ids, *cache)
+    with mock.patch.object(sixteen, "decode_attention", attention_with_cache):
+        before = compile_decode(sixteen.GPT2Quantized(model), config)(ids, *cache)
+    for a, b in zip(after, before):  # the logits, then every grown cache
+        np.testing.assert_allclose(np.from_dlpack(a), np.from_dlpack(b), rtol=1e-5, atol=1e-5)
