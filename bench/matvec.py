@@ -66,6 +66,25 @@ def _products(n_in: int, n_out: int, bias: bool, rng) -> dict:
     return {name: module.compile(in_type, weights=weights) for name, module in modules.items()}
 
 
+def _alternating(runs: dict, repeats: int, rounds: int) -> dict[str, float]:
+    """The median seconds of each call in `runs` (name -> a callable giving a Tensor), timed in `rounds`
+    alternating blocks of repeats // rounds calls after 3 untimed ones, each block after the threads of
+    the one before are quiet (checker.references.bandwidth.settled)."""
+    from checker.references.bandwidth import settled
+
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            settled()
+            for _ in range(3):
+                np.from_dlpack(run())
+            for _ in range(repeats // rounds):
+                started = time.perf_counter()
+                np.from_dlpack(run())
+                samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
 def time_matvecs(config, repeats: int = 30, rounds: int = 5) -> list[dict]:
     """Each product alone, MAX's and the kernel's: median ms at batch 1 and the GB/s at which each reads
     its weight (the kernel's result checked against MAX's first)."""
@@ -78,16 +97,7 @@ def time_matvecs(config, repeats: int = 30, rounds: int = 5) -> list[dict]:
         x = Tensor.from_dlpack(rng.standard_normal((1, n_in)).astype(np.float32))
         outputs = {side: np.from_dlpack(run(x)) for side, run in runs.items()}
         np.testing.assert_allclose(outputs["kernel"], outputs["max"], rtol=1e-3, atol=1e-3)
-        samples = {side: [] for side in runs}
-        for _ in range(rounds):  # alternate the two sides, a block of calls each
-            for side, run in runs.items():
-                for _ in range(3):
-                    np.from_dlpack(run(x))
-                for _ in range(repeats // rounds):
-                    started = time.perf_counter()
-                    np.from_dlpack(run(x))
-                    samples[side].append(time.perf_counter() - started)
-        seconds = {side: statistics.median(s) for side, s in samples.items()}
+        seconds = _alternating({side: (lambda run=run: run(x)) for side, run in runs.items()}, repeats, rounds)
         nbytes = 4 * n_in * n_out
         rows.append(dict(name=name, shape=f"[1, {n_in}] x [{n_in}, {n_out}]", per_token=times,
                          ms=1e3 * seconds["max"], gb_s=nbytes / seconds["max"] / 1e9,
@@ -143,7 +153,6 @@ def int8_split(model, config, past: int = 160, repeats: int = 40) -> dict:
     from max.experimental.tensor import Tensor
 
     import solutions.solution_16 as sixteen
-    from checker.references.bandwidth import settled
     from checker.steps.step15 import compile_decode
     from solutions.solution_13 import attention_with_cache
 
@@ -158,14 +167,4 @@ def int8_split(model, config, past: int = 160, repeats: int = 40) -> dict:
         before = compile_decode(sixteen.GPT2Quantized(model), config)
     products = _int8_products(config)
     runs = dict(step=lambda: step(ids, *cache)[0], before=lambda: before(ids, *cache)[0], products=lambda: products(x))
-    samples = {name: [] for name in runs}
-    for _ in range(4):
-        for name, run in runs.items():
-            settled()
-            for _ in range(3):
-                np.from_dlpack(run())
-            for _ in range(repeats // 4):
-                started = time.perf_counter()
-                np.from_dlpack(run())
-                samples[name].append(time.perf_counter() - started)
-    return dict(past=past, **{f"{name}_ms": 1e3 * statistics.median(s) for name, s in samples.items()})
+    return dict(past=past, **{f"{name}_ms": 1e3 * s for name, s in _alternating(runs, repeats, rounds=4).items()})
