@@ -568,8 +568,8 @@ def _without_kernel(run: StepRun, build, eleven, checkpoint: Checkpoint, prefill
                 f"{config.vocab_size}, calls one after another)")
     return (f"{instead}, your decode is still off ({reference.verdict(ids, decoded).summary}): the cause is outside "
             f"the kernel: in what {spec.model} and {spec.linear} hand {spec.function} (which weights and bias, the "
-            f"reshapes around it, the head's weight: wte, tied) or in the decode step around it (step 13's forward, "
-            f"as {spec.model} runs it)")
+            f"reshapes around it, the head's weight: wte, tied) or in the decode step around it ({spec.model}.forward "
+            "and what it calls: its blocks, layer norms and attention, step 13's or your own)")
 
 
 def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, steps: int = 48,
