@@ -277,9 +277,9 @@ INJECTIONS["15"] = {
 # solutions/solution_16_kernel/matvec_q8.mojo (tests/test_catalogue.py mutates the file that holds the text).
 _SCALES = "scales = np.abs(grouped).max(axis=-1) / np.float32(127)  # [M, KB]"
 _ROUND = "q = np.clip(np.rint(grouped / safe), -127, 127).astype(np.int8)"
-_BLOCK_SUM = "acc[r] += (q0 * x0 + q1 * x1) * sp[unsafe_offset=(m + r) * KB + j]"
-_TAIL_SCALE = "s += tail * sp[unsafe_offset=(m + r) * KB + whole]"
-_STORE_Q8 = "yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]"
+_BLOCK_SUM = "acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)"
+_TAIL_SCALE = "s += tail * sp[unsafe_offset=m * KB + whole]"
+_STORE_Q8 = "yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=m]"
 # a loop over whole blocks only, as a learner who writes range(K // BLOCK) does: the last K % 32 columns get none
 _WHOLE_BLOCKS_ONLY = '''    m, k = weight.shape
     whole = k // BLOCK
@@ -306,18 +306,18 @@ INJECTIONS["16"] = {
 '''),
     "scales-tiled": ("np.repeat(scales, BLOCK, axis=-1)", "np.tile(scales, BLOCK)"),
     "dequantize-unscaled": ("return q.astype(np.float32) * per_column", "return q.astype(np.float32)"),
-    "scales-not-applied": ((_BLOCK_SUM, _TAIL_SCALE), ("acc[r] += q0 * x0 + q1 * x1", "s += tail")),
-    "unsigned-q": (("qp.unsafe_load[width=WIDTH](row).cast", "qp.unsafe_load[width=WIDTH](row + WIDTH).cast",
-                    "qp[unsafe_offset=(m + r) * K + k].cast"),
-                   ("qp.unsafe_load[width=WIDTH](row).cast[DType.uint8]().cast",
-                    "qp.unsafe_load[width=WIDTH](row + WIDTH).cast[DType.uint8]().cast",
-                    "qp[unsafe_offset=(m + r) * K + k].cast[DType.uint8]().cast")),
+    "scales-not-applied": ((_BLOCK_SUM, _TAIL_SCALE), ("acc += block", "s += tail")),
+    "unsigned-q": (("qp.unsafe_load[width=WIDTH](row + k).cast", "qp.unsafe_load[width=WIDTH](row + k + WIDTH).cast",
+                    "qp[unsafe_offset=row + k].cast"),
+                   ("qp.unsafe_load[width=WIDTH](row + k).cast[DType.uint8]().cast",
+                    "qp.unsafe_load[width=WIDTH](row + k + WIDTH).cast[DType.uint8]().cast",
+                    "qp[unsafe_offset=row + k].cast[DType.uint8]().cast")),
     "tail-block-scale": (_TAIL_SCALE, "s += tail"),
     "scales-row-stride": ((_BLOCK_SUM, _TAIL_SCALE),
-                          (_BLOCK_SUM.replace("* KB + j", "* whole + j"), _TAIL_SCALE.replace("* KB + whole", "* whole + whole"))),
-    "bias-twice": (_STORE_Q8, _STORE_Q8 + " + bp[unsafe_offset=m + r]"),
-    "bias-missing": (_STORE_Q8, "yp[unsafe_offset=n * M + m + r] = s"),
-    "race": (("var end = min((task + 1) * per_task, M)\n            var m = task * per_task", _STORE_Q8),
-             ("var end = M\n            var m = 0",
-              "yp[unsafe_offset=n * M + m + r] += (s + bp[unsafe_offset=m + r]) / TASKS")),
+                          (_BLOCK_SUM.replace("m * KB + j", "m * whole + j"), _TAIL_SCALE.replace("m * KB + whole", "m * whole + whole"))),
+    "bias-twice": (_STORE_Q8, _STORE_Q8 + " + bp[unsafe_offset=m]"),
+    "bias-missing": (_STORE_Q8, "yp[unsafe_offset=n * M + m] = s"),
+    # every task takes every output and adds its share into y: tasks add into the same outputs at once
+    "race": (("for i in range(task * per_task, min((task + 1) * per_task, N * M)):", _STORE_Q8),
+             ("for i in range(N * M):", "yp[unsafe_offset=n * M + m] += (s + bp[unsafe_offset=m]) / TASKS")),
 }
