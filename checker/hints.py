@@ -346,8 +346,10 @@ HINTS: dict[str, dict[str, list[str]]] = {
                    "Decode reads every weight once per token: tokens/s x bytes per token = the bandwidth you "
                    "reach. int8 reads 1.125 bytes a weight, float32 4 (SIMD casts and fma: "
                    "https://docs.modular.com/mojo/std/builtin/simd/SIMD/).",
-                   "Faster: more rows of q per pass (each load of x serves them), whole blocks of 32 as two "
-                   "vectors of 16, the scale applied once per block, as many tasks as the CPU has threads."],
+                   "Faster: each task reads its rows of q one after another, each from start to end, so it is "
+                   "one stream through memory (step 15's several rows at once are several streams, and on int8 "
+                   "they read at about two thirds of the bandwidth); whole blocks of 32 as two vectors of 16, "
+                   "the scale applied once per block (an fma), as many tasks as the CPU has threads."],
     },
 }
 
