@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from checker.paths import shown, step_file
 from checker.running.server import MODEL, Server, ServerError
@@ -38,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"\"temperature\": 0}}'\n")
             print("Ctrl-C stops the server. A request it refuses is shown here, with the reason "
                   f"(the whole log: {shown(server.log)}).", flush=True)
-            while server.process.poll() is None:
+            while server.process.poll() is None and not server.signalled.wait(0.5):
                 for reason in server.refusals():
                     print(f"refused (400): {reason}", file=sys.stderr, flush=True)
-                time.sleep(0.5)
+            if server.signalled.is_set():  # a signal whose exception a finalizer swallowed
+                raise KeyboardInterrupt
             if server.process.poll() is not None:
                 print(f"max serve stopped (exit code {server.process.returncode}):\n{server.tail()}", file=sys.stderr)
                 return 1

@@ -16,10 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -201,6 +204,49 @@ def _start_serve():
         out += launcher.stdout.readline()
     assert "http://127.0.0.1:" in out, out
     return launcher, int(out.split("http://127.0.0.1:")[1].split("/")[0])
+
+
+def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatch, capsys):
+    """Python drops an exception raised while a finalizer runs: Ctrl-C landing in one would leave `pixi run
+    serve` running. The server's handlers also set `signalled`, and serve's loop ends on it."""
+    import gpt2_arch.__main__ as serve
+    from checker.running.server import _exit_on_signals, _restore
+
+    class Finalised:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # its KeyboardInterrupt is printed and dropped
+
+    signalled = threading.Event()
+    before = _exit_on_signals(signalled)
+    try:
+        Finalised()
+    finally:
+        _restore(before)
+    assert signalled.is_set() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    class Running:  # a server that never stops by itself, signalled as above
+        url, log, process = "http://127.0.0.1:1", Path("serve.log"), SimpleNamespace(poll=lambda: None)
+
+        def __init__(self, *args, **kwargs):
+            self.signalled = threading.Event()
+            threading.Timer(0.3, self.signalled.set).start()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def refusals(self):
+            return []
+
+    monkeypatch.setattr(serve, "Server", Running)
+    codes = []
+    loop = threading.Thread(target=lambda: codes.append(serve.main(["--solutions"])), daemon=True)
+    loop.start()
+    loop.join(timeout=10)
+    assert codes == [0], "serve's loop went on after its server was signalled"
+    assert "Stopped." in capsys.readouterr().out
 
 
 # SIGTERM and SIGHUP share one handler (checker.running.server's _exit_on_signals), and test_step14.py's

@@ -53,16 +53,21 @@ def environment(step14: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
-def _exit_on_signals() -> dict:
-    """While a server runs, SIGTERM and SIGHUP (a `kill`, a closed terminal) end this process through
-    SystemExit, so that the `with` stops the server as Ctrl-C does; their handlers before, to restore."""
+def _exit_on_signals(signalled: threading.Event) -> dict:
+    """While a server runs, Ctrl-C (SIGINT), SIGTERM and SIGHUP (a `kill`, a closed terminal) end this
+    process through KeyboardInterrupt or SystemExit, so that the `with` stops the server; and set
+    `signalled`, for a loop that waits on the server: Python drops an exception raised while a finalizer
+    (`__del__`, a weakref callback) runs, so the raise alone may not end it. Returns the handlers before."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def leave(signum, frame):
+        signalled.set()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise SystemExit(128 + signum)
 
-    return {sig: signal.signal(sig, leave) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    return {sig: signal.signal(sig, leave) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def _restore(handlers: dict) -> None:
@@ -85,10 +90,11 @@ class Server:
         self.process: subprocess.Popen | None = None
         self.started_in: float | None = None
         self._handlers: dict = {}
+        self.signalled = threading.Event()  # set by Ctrl-C, SIGTERM or SIGHUP while the server runs
         self._read = 0  # how much of the log refusals() has read
 
     def __enter__(self) -> Server:
-        self._handlers = _exit_on_signals()
+        self._handlers = _exit_on_signals(self.signalled)
         try:
             self.start()
         except BaseException:
