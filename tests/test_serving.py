@@ -216,13 +216,13 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
         def __del__(self):
             signal.raise_signal(signal.SIGINT)  # its KeyboardInterrupt is printed and dropped
 
-    signalled = threading.Event()
+    signalled, handler = threading.Event(), signal.getsignal(signal.SIGINT)
     before = _exit_on_signals(signalled)
     try:
         Finalised()
     finally:
         _restore(before)
-    assert signalled.is_set() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signalled.is_set() and signal.getsignal(signal.SIGINT) is handler
 
     class Running:  # a server that never stops by itself, signalled as above
         url, log, process = "http://127.0.0.1:1", Path("serve.log"), SimpleNamespace(poll=lambda: None)
