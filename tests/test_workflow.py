@@ -49,6 +49,19 @@ def test_a_verdict_is_kept_until_a_kernel_beside_the_step_changes(tmp_path, monk
     assert verdicts.lookup("16", step, checkpoint) is None
 
 
+def test_each_checkpoint_keeps_its_own_verdict(tmp_path, monkeypatch):
+    """A file checked on one checkpoint, then on the other (GPT2_WEIGHTS, or the suite's two stand-ins), keeps
+    both verdicts: the second check does not make the first's earlier steps run again."""
+    monkeypatch.setattr(verdicts, "STORE", tmp_path / "verdicts.json")
+    step = tmp_path / "step_09.py"
+    step.write_text("# step 09\n")
+    real, standin = SimpleNamespace(sha256="real"), SimpleNamespace(sha256="standin")
+    verdicts.store("09", step, real, SimpleNamespace(files=[], ok=True, parts=[], cut_short=False))
+    assert verdicts.lookup("09", step, standin) is None
+    verdicts.store("09", step, standin, SimpleNamespace(files=[], ok=False, parts=[], cut_short=False))
+    assert verdicts.lookup("09", step, real)["ok"] and not verdicts.lookup("09", step, standin)["ok"]
+
+
 @pytest.mark.slow  # checks of every step in a clone of the course: minutes on a cold cache
 def test_a_check_cut_short_by_the_time_limit_keeps_no_verdict(checkpoint, learner_repo):
     """A right but slow step 10 under step 11's --timeout: step 11 says the limit stopped step 10 (not that

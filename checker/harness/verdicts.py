@@ -10,8 +10,10 @@ steps 09-14 re-run a step only after something it depends on changed. A check
 that a time limit cut short (`--timeout`) is not kept: its verdict says how fast
 the code ran under that limit, not whether it is right.
 
-    .cache/verdicts.json   {"07 /abs/path/steps/step_07.py": {"files": {path: sha256}, "checker": sha256,
-                            "checkpoint": sha256, "ok": bool, "parts": [[name, status], ...]}}
+    .cache/verdicts.json   {"07 <checkpoint sha256> /abs/path/steps/step_07.py": {"files": {path: sha256},
+                            "checker": sha256, "checkpoint": sha256, "ok": bool, "parts": [[name, status], ...]}}
+
+A file has a verdict per checkpoint: checking it on another checkpoint (GPT2_WEIGHTS) keeps the first's.
 """
 
 from __future__ import annotations
@@ -49,14 +51,18 @@ def _load() -> dict:
         return {}
 
 
-def _key(step: str, path: Path) -> str:
-    return f"{step} {Path(path).resolve()}"
+def _key(step: str, path: Path, checkpoint) -> str:
+    return f"{step} {checkpoint.sha256} {Path(path).resolve()}"
+
+
+def _path(key: str) -> Path:
+    return Path(key.split(" ", 2)[2])
 
 
 def lookup(step: str, path: Path, checkpoint) -> dict | None:
     """The stored verdict of `step` for the file at `path`, if nothing it depends on changed since."""
-    entry = _load().get(_key(step, path))
-    if not entry or entry["checker"] != checker_sha() or entry["checkpoint"] != checkpoint.sha256:
+    entry = _load().get(_key(step, path, checkpoint))
+    if not entry or entry["checker"] != checker_sha():
         return None
     if any(_sha(Path(f)) != sha for f, sha in entry["files"].items()):
         return None
@@ -81,8 +87,8 @@ def store(step: str, path: Path, checkpoint, report) -> dict:
     }
     if report.cut_short:
         return {**entry, "cut_short": True}
-    entries = {key: entry for key, entry in _load().items() if Path(key.split(" ", 1)[1]).exists()}
-    entries[_key(step, path)] = entry
+    entries = {key: entry for key, entry in _load().items() if len(key.split(" ")) > 2 and _path(key).exists()}
+    entries[_key(step, path, checkpoint)] = entry
     save(STORE, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))  # read-only: recomputed each time
     return entry
 
