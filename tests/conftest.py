@@ -215,11 +215,28 @@ def checkpoint(checkpoints):
 
 
 @pytest.fixture
-def write_step(tmp_path):
-    """Writes step source text to a file in a temporary folder; returns its path."""
+def step_folder(tmp_path_factory) -> Path:
+    """An empty folder for a test's step files: the same folder for every test of this worker's session,
+    emptied first and its modules forgotten. MAX keys a Mojo kernel's built package, and every graph that
+    calls it, by the kernel's path: in one folder, a kernel unchanged since the test before is not built
+    and compiled again (steps 15-16)."""
+    from checker.running.learner import package_of
+
+    folder = tmp_path_factory.getbasetemp() / "step_folder"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    package = package_of(folder)
+    for name in [name for name in sys.modules if name.startswith(f"{package}.")]:
+        del sys.modules[name]
+    return folder
+
+
+@pytest.fixture
+def write_step(step_folder):
+    """Writes step source text to a file in the test's step folder; returns its path."""
 
     def write(source: str, name: str = "step_07.py") -> Path:
-        path = tmp_path / name
+        path = step_folder / name
         path.write_text(source)
         return path
 

@@ -43,19 +43,19 @@ def test_skeleton_is_todo(checkpoints):
     assert "steps/step_15.py" in report.part("kernel").summary
 
 
-def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, tmp_path):
+def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, step_folder):
     mojo = (REPO / "steps" / "step_15_kernel" / "matvec.mojo").read_text()
-    report = step15.check(write_kernel_step(tmp_path, mojo), checkpoints["synthetic"])
+    report = step15.check(write_kernel_step(step_folder, mojo), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == TODO, report.render()
     assert "your Mojo kernel gpt2_matvec raised: step 15: not implemented yet" in kernel.summary
     assert "MLIR" not in report.render() and "Fusion info" not in report.render()
 
 
-def test_compile_error_names_the_file_line_and_message(checkpoints, tmp_path):
+def test_compile_error_names_the_file_line_and_message(checkpoints, step_folder):
     mojo = mutate(kernel_source(), "yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]",
                   "yp[unsafe_offset=n * M + m + r] = s + bq[unsafe_offset=m + r]")
-    path = write_kernel_step(tmp_path, mojo)
+    path = write_kernel_step(step_folder, mojo)
     report = step15.check(path, checkpoints["synthetic"])
     kernel, text = report.part("kernel"), report.render()
     assert kernel.status == FAIL, text
@@ -65,18 +65,18 @@ def test_compile_error_names_the_file_line_and_message(checkpoints, tmp_path):
     assert "precompile" not in text and "Crashpad" not in text and "warning" not in text and "Traceback" not in text
 
 
-def test_a_crash_is_a_verdict(checkpoints, tmp_path):
+def test_a_crash_is_a_verdict(checkpoints, step_folder):
     """A write far outside y kills the process that runs the kernel; the check says so and goes on."""
     body = "        for m in range(M):\n            yp[unsafe_offset=m * 1000000000] = 0\n"
-    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    report = step15.check(write_kernel_step(step_folder, _kernel_body(body)), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == FAIL and "crashed the process that ran it (SIG" in kernel.summary, report.render()
 
 
-def test_a_kernel_that_never_returns_is_stopped(checkpoints, tmp_path, monkeypatch):
+def test_a_kernel_that_never_returns_is_stopped(checkpoints, step_folder, monkeypatch):
     monkeypatch.setattr(step15, "run_probe", lambda path, cases, timeout, function: _probe(path, cases, 60, function))
     body = "        var m = 0\n        while m < M:\n            yp[unsafe_offset=m] = 0\n"
-    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    report = step15.check(write_kernel_step(step_folder, _kernel_body(body)), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == FAIL and "did not finish" in kernel.summary and "never reaches" in kernel.summary
 
@@ -87,27 +87,27 @@ def _probe(path, cases, timeout, function):
     return run_probe(path, cases, timeout=timeout, function=function)
 
 
-def test_a_simple_one_task_kernel_passes(checkpoints, tmp_path):
-    report = step15.check(write_kernel_step(tmp_path, _kernel_body(_SIMPLE)), checkpoints["synthetic"])
+def test_a_simple_one_task_kernel_passes(checkpoints, step_folder):
+    report = step15.check(write_kernel_step(step_folder, _kernel_body(_SIMPLE)), checkpoints["synthetic"])
     assert report.part("kernel").status == PASS, report.render()
     assert report.part("decode").status == PASS, report.render()
 
 
-def test_a_bias_added_several_times_is_named_with_its_count(checkpoints, tmp_path):
+def test_a_bias_added_several_times_is_named_with_its_count(checkpoints, step_folder):
     """No catalogue entry adds b four times: the count is read from the output, as for a SIMD accumulator
     started at b (once per lane)."""
     body = _SIMPLE.replace("var s: Float32 = 0", "var s: Float32 = 3 * bp[unsafe_offset=m]")
-    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    report = step15.check(write_kernel_step(step_folder, _kernel_body(body)), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == FAIL and kernel.mistake and kernel.mistake.id == "bias-times", report.render()
     assert "added 4 times" in report.render()
 
 
-def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, tmp_path):
+def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, step_folder):
     """Rows of y written at n * (M - 1): the N > 1 shapes overlap and leave outputs unwritten. Every
     shape that is off is listed, and outputs that change from run to run are not blamed on a race alone."""
     body = _SIMPLE.replace("yp[unsafe_offset=n * M + m]", "yp[unsafe_offset=n * (M - 1) + m]")
-    report = step15.check(write_kernel_step(tmp_path, _kernel_body(body)), checkpoints["synthetic"])
+    report = step15.check(write_kernel_step(step_folder, _kernel_body(body)), checkpoints["synthetic"])
     kernel, text = report.part("kernel"), report.render()
     assert kernel.status == FAIL, text
     assert "x [2, 5] w [11, 5]" in text and "x [3, 100] w [29, 100]" in text, text
@@ -115,11 +115,11 @@ def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, tmp_path)
         assert "never written" in text, text
 
 
-def test_a_kernel_linear_that_loses_the_position_axis_is_named(checkpoints, tmp_path):
+def test_a_kernel_linear_that_loses_the_position_axis_is_named(checkpoints, step_folder):
     """A KernelLinear returning [B, out] fails where it is, not later inside step 13's cache."""
     source = mutate((REPO / "solutions" / "solution_15.py").read_text(),
                     ".reshape([*x.shape[:-1], self.weight.shape[0]])", "")
-    path = write_kernel_step(tmp_path, kernel_source())
+    path = write_kernel_step(step_folder, kernel_source())
     path.write_text(source)
     report = step15.check(path, checkpoints["synthetic"])
     decode = report.part("decode")

@@ -30,20 +30,20 @@ class _Run:
         return part
 
 
-def _with(tmp_path, mistake: str | None):
+def _with(step_folder, mistake: str | None):
     """Solution 16 with one catalogued mistake of its Python made (None: as it is), imported."""
     source = solution_source("16")
     if mistake is not None:
         source = mutate(source, *INJECTIONS["16"][mistake])
-    path = tmp_path / "step_16.py"
+    path = step_folder / "step_16.py"
     path.write_text(source)
     return import_step(path, f"_step16_{mistake or 'right'}".replace("-", "_"))
 
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("standin", STANDINS)
-def test_solution_passes_with_margin(checkpoints, record_property, tmp_path, standin):
-    path = tmp_path / "step_16.py"
+def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin):
+    path = step_folder / "step_16.py"
     path.write_text(solution_source("16"))
     add_kernel(path, "16")
     report = step16.check(path, checkpoints[standin])
@@ -59,9 +59,9 @@ def test_skeleton_is_todo(checkpoints):
 
 
 @pytest.mark.heavy
-def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, tmp_path):
+def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, step_folder):
     mojo = (REPO / "steps" / "step_16_kernel" / "matvec_q8.mojo").read_text()
-    report = step16.check(write_kernel_step(tmp_path, mojo, "16"), checkpoints["synthetic"])
+    report = step16.check(write_kernel_step(step_folder, mojo, "16"), checkpoints["synthetic"])
     kernel = report.part("kernel")
     assert kernel.status == TODO, report.render()
     assert "your Mojo kernel gpt2_matvec_q8 raised: step 16: not implemented yet" in kernel.summary, kernel.summary
@@ -69,10 +69,10 @@ def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(check
 
 @pytest.mark.slow
 @pytest.mark.parametrize("standin", STANDINS)
-def test_the_quality_bound_fails_broken_quantisers_and_passes_the_right_one(checkpoints, tmp_path, standin):
+def test_the_quality_bound_fails_broken_quantisers_and_passes_the_right_one(checkpoints, step_folder, standin):
     for mistake in (None, "one-scale-per-tensor", "one-scale-per-row", "truncated", "floored", "scale-over-128",
                     "scales-tiled"):
-        step = _with(tmp_path, mistake)
+        step = _with(step_folder, mistake)
         run = _Run()
         part = step16._quality_part(run, step.quantize, step.dequantize, checkpoints[standin])
         assert part.status == (PASS if mistake is None else FAIL), (mistake, part.summary)
