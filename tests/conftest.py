@@ -49,14 +49,14 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # --- the three tiers --------------------------------------------------------------------------------
 # `python -m pytest` runs the default tier, what a contributor runs before a commit (<= 15 min from a cold
 # cache on 2 cores): every test of steps 01-08 and every test that runs no check of a later step.
-# `python -m pytest -m slow` runs what CI runs besides: the cases of steps 09-16 (a block's first compile
+# `python -m pytest -m slow` runs the cases of steps 09-16 (a block's first compile
 # is ~2 min cold; later steps run the learner's whole model eagerly, compile a model or a Mojo kernel:
 # 10-90 s a case), the uncatalogued mistakes and the other styles (each brings ops of its own, 20-150 s
 # to compile on a cold cache), the end-to-end workflow runs, real servers, the benches.
-# `python -m pytest -m heavy` runs the rest, a twelfth of it a commit in CI (--share; each up to 330 s: 29 min in
-# all): the uncatalogued mistakes and other styles of steps 13-16, the kernels' messages and the solutions
-# of steps 15-16, step 16's Mojo mistakes after its first, whole-model compile-only faults, the online book's
-# layouts, the head ablation, the serving bench.
+# `python -m pytest -m heavy` runs the rest (each up to ~100 s, 20 min in all on 2 cores): the uncatalogued
+# mistakes and other styles of steps 13-16, the kernels' messages and the solutions of steps 15-16, step 16's
+# Mojo mistakes after its first, whole-model compile-only faults, the online book's layouts, the head
+# ablation, the serving bench. CI (.ci/run) runs the three, one after another.
 SLOW_FROM_STEP = 9
 HEAVY_FROM_STEP = 13
 SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",
@@ -86,43 +86,6 @@ def pytest_collection_modifyitems(config, items):
         if (which := tier(item)) != "default":
             item.add_marker(getattr(pytest.mark, which))
     _group(config, items)
-
-
-def pytest_addoption(parser):
-    parser.addoption("--share", metavar="K/N", type=_share_spec,
-                     help="run share K of N (0 <= K < N) of the selected tests, dealt out in turn in their "
-                          "collected order; CI runs the heavy tier a share a run (.ci/run)")
-
-
-def _share_spec(text: str) -> tuple[int, int]:
-    import argparse
-
-    k, _, n = text.partition("/")
-    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
-        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/6")
-    return int(k), int(n)
-
-
-def pytest_configure(config):
-    if config.getoption("share", None):
-        config.pluginmanager.register(_Share(*config.getoption("share")), "share")
-
-
-class _Share:
-    """--share K/N: after -m has selected (trylast: after pytest's own deselection), every N-th test from
-    the K-th; the N shares of a tier partition it, each of about the same cost (neighbours, a test's
-    parameters, go to different shares)."""
-
-    def __init__(self, k: int, n: int):
-        self.k, self.n = k, n
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config, items):
-        kept = [item for i, item in enumerate(items) if i % self.n == self.k]
-        left = [item for i, item in enumerate(items) if i % self.n != self.k]
-        if left:
-            config.hook.pytest_deselected(items=left)
-        items[:] = kept
 
 
 def _group(config, items) -> None:
