@@ -25,6 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from checker.paths import save
+from checker.running.mojo_modules import build_once
 
 # The eager ops each step's solution runs, and roughly how long each took to
 # compile on a 2-core CPU, in seconds (the first use on a machine).
@@ -110,6 +111,7 @@ def start(step: str) -> list[subprocess.Popen]:
         file=sys.stderr,
         flush=True,
     )
+    build_once()  # before the workers import MAX side by side
     return [
         subprocess.Popen([sys.executable, "-m", "checker.warmup", *group], stdout=subprocess.DEVNULL)
         for group in groups(step)

@@ -81,6 +81,14 @@ def tier(item) -> str:
     return "default"
 
 
+def pytest_configure(config):
+    """Before pytest-xdist starts its workers, which import MAX side by side: MAX's Mojo-built modules,
+    built once (checker.running.mojo_modules; a fresh venv's two workers once failed at collection)."""
+    from checker.running.mojo_modules import build_once
+
+    build_once()
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if (which := tier(item)) != "default":

@@ -1,13 +1,18 @@
 """pixi.toml and pyproject.toml describe the same environment, and every pixi
 task is a plain command that runs unchanged in the pip venv."""
 
+import fcntl
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 import tomllib
+from pathlib import Path
 
 from checker.paths import REPO
+from tests.conftest import _MOJO_ENV
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 PIXI = tomllib.loads((REPO / "pixi.toml").read_text())
@@ -165,6 +170,35 @@ def test_ci_runs_the_readme_test_commands():
     ci = (REPO / ".ci" / "run").read_text()
     for command in ("python -m pytest", "python -m pytest -m slow", "python -m pytest -m heavy"):
         assert f"`{command}`" in readme and f"\n{command}\n" in ci, command
+
+
+def test_maxs_mojo_modules_are_built_by_one_process_at_a_time(tmp_path):
+    """MAX builds max._kv_cache_ops from Mojo on the first import after an install, writing it in place, and
+    a second process importing it meanwhile can load a half-written library (a fresh venv's two pytest
+    workers once failed so). build_once builds under a lock, before processes start side by side: on a copy
+    of the package, as a fresh install has it, a process that finds the lock held builds nothing until it
+    is free, then builds and imports the module."""
+    import max._kv_cache_ops
+
+    from checker.running.mojo_modules import LOCK
+
+    package = tmp_path / "fresh_ops"
+    package.mkdir()
+    for name in ("__init__.py", "kv_cache_ops.mojo"):
+        shutil.copy(Path(max._kv_cache_ops.__file__).with_name(name), package / name)
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from checker.running.mojo_modules import build_once; "
+              "build_once(('fresh_ops',)); print('imported')")
+    env = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(5)
+        assert child.poll() is None and not (package / "__mojocache__").exists(), child.communicate()
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0 and out.strip() == "imported", out + err
+    assert len(list((package / "__mojocache__").glob("kv_cache_ops.hash-*.so"))) == 1
 
 
 # --- every command answers --help, and does nothing else ------------------------------------------------

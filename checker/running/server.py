@@ -23,6 +23,7 @@ from pathlib import Path
 
 from checker.paths import REPO
 from checker.running.guard import GRACE
+from checker.running.mojo_modules import build_once
 
 MODEL = "gpt2"  # the name clients ask for, whatever checkpoint folder is served
 _REFUSED = re.compile(r"WARNING: (?:(?:Input validation|Value|Request validation) error in request \S+|Refused "
@@ -110,6 +111,7 @@ class Server:
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        build_once()  # before max serve's processes import MAX side by side
         began = time.perf_counter()
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(command(self.checkpoint_dir, self.port, max_batch_size=self.max_batch_size),
