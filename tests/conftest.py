@@ -53,7 +53,7 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # is ~2 min cold; later steps run the learner's whole model eagerly, compile a model or a Mojo kernel:
 # 10-90 s a case), the uncatalogued mistakes and the other styles (each brings ops of its own, 20-150 s
 # to compile on a cold cache), the end-to-end workflow runs, real servers, the benches.
-# `python -m pytest -m heavy` runs the rest (each up to ~100 s, 20 min in all on 2 cores): the uncatalogued
+# `python -m pytest -m heavy` runs the rest (each up to ~100 s, 17 min in all on 2 cores): the uncatalogued
 # mistakes and other styles of steps 13-16, the kernels' messages and the solutions of steps 15-16, step 16's
 # Mojo mistakes after its first, whole-model compile-only faults, the online book's layouts, the head
 # ablation, the serving bench. CI (.ci/run) runs the three, one after another.
