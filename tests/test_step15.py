@@ -65,6 +65,18 @@ def test_compile_error_names_the_file_line_and_message(checkpoints, step_folder)
     assert "precompile" not in text and "Crashpad" not in text and "warning" not in text and "Traceback" not in text
 
 
+def test_a_kernel_folder_that_is_not_there_is_named(checkpoints, step_folder):
+    """custom_extensions naming a folder that does not exist: the check names the folder and says what it
+    must hold, not MAX's ValueError."""
+    path = write_kernel_step(step_folder, kernel_source())
+    path.write_text(mutate(path.read_text(), 'with_name("solution_15_kernel")', 'with_name("my_kernel")'))
+    report = step15.check(path, checkpoints["synthetic"])
+    kernel, text = report.part("kernel"), report.render()
+    assert kernel.status == FAIL, text
+    assert "MAX cannot load your kernel from" in kernel.summary and "my_kernel: there is no such folder" in text
+    assert "ValueError" not in text and "Traceback" not in text
+
+
 def test_a_crash_is_a_verdict(checkpoints, step_folder):
     """A write far outside y kills the process that runs the kernel; the check says so and goes on."""
     body = "        for m in range(M):\n            yp[unsafe_offset=m * 1000000000] = 0\n"

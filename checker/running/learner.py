@@ -216,6 +216,22 @@ def mojo_compile_error(text: str) -> str:
     return "your Mojo does not compile: " + "\n".join(errors[:3]) + more
 
 
+# MAX's words when custom_extensions names something that is not a Mojo package (steps 15-16)
+_EXTENSION = re.compile(r"custom extension to Graph must be a Mojo source or binary package: (.+)$", re.M)
+
+
+def kernel_package_problem(path: Path) -> str:
+    """Why MAX cannot load `path` as a custom op's Mojo package: a folder holding an __init__.mojo."""
+    if not path.exists():
+        why = "there is no such folder"
+    elif path.is_file():
+        why = "it is a file: custom_extensions takes the folder that holds your .mojo files"
+    else:
+        why = "the folder has no __init__.mojo, which makes a folder of .mojo files a Mojo package"
+    return (f"MAX cannot load your kernel from {shown(path)}: {why} (your kernel's folder, e.g. "
+            "steps/step_15_kernel, holds __init__.mojo and your kernel's .mojo file)")
+
+
 def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
     """Turns an exception raised by learner code into a LearnerError."""
     if isinstance(e, LearnerError):
@@ -248,6 +264,8 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
                             f"renamed or removed since{at}", where=where)
     if type(e).__name__ == "MojoCompilationError":  # a custom op's Mojo package (step 15)
         return LearnerError(mojo_compile_error(str(e)), where=where)
+    if isinstance(e, ValueError) and (found := _EXTENSION.search(str(e))):
+        return LearnerError(kernel_package_problem(Path(found[1])) + at, where=where)
     if isinstance(e, RecursionError):
         return LearnerError(f"infinite recursion: a method calls itself{at}", where=where)
     return LearnerError(f"{type(e).__name__}: {_first_line(e)}{at}", where=where)
