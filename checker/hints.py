@@ -326,10 +326,11 @@ HINTS: dict[str, dict[str, list[str]]] = {
                     "rounding toward zero: each loses precision on every weight (the KL divergence: "
                     "https://en.wikipedia.org/wiki/Kullback%E2%80%93Leibler_divergence).",
                     "Blocks of 32 along K, each with max |w| / 127, and np.rint."],
-        "kernel": ["Start from your step 15 kernel: the same bands of rows and tasks. A weight is now "
+        "kernel": ["Start from your step 15 kernel: the same tasks, the same x and y. A weight is now "
                    "q[m, k] * scales[m, k // 32]: sum x * q over a block, multiply that sum by the block's scale "
                    "once, and add the blocks up.",
-                   "Check each index: q's row m at m * K (bytes), scales' row m at m * KB with KB = "
+                   "Check each index: x's row n at n * K and y[n, m] at n * M + m, as in step 15; q's row m at "
+                   "m * K (bytes), scales' row m at m * KB with KB = "
                    "scales.dim_size(1) = ceil(K / 32), the last block's K % 32 columns with scales[m, KB - 1], "
                    "and no scale read for a last block when K % 32 == 0 (there is none: a NaN in the last outputs "
                    "says you read one); q is signed (DType.int8). SIMD casts: "

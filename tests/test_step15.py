@@ -179,6 +179,15 @@ def test_wrong_rows_of_x_after_the_first_are_told_as_rows(checkpoint):
     assert said.startswith("rows of x after the first") and "x [3, 100] w [29, 100]" in said, said
 
 
+def test_y_written_transposed_is_told_as_an_index_by_the_row(checkpoint):
+    """y[n, m] written at m * N + n: right wherever x has one row, off on every shape with more, row 0 too."""
+    def wrong(x, w, b, y):
+        return y.T.reshape(-1).reshape(y.shape)  # the cell m * N + n holds y[n, m]
+    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    assert said.startswith("rows of x: off on every shape with more than one row of x"), said
+    assert "x [2, 5] w [11, 5], x [3, 100] w [29, 100]" in said and "n * M" in said, said
+
+
 def test_noise_everywhere_is_told_by_no_dimension(checkpoint):
     rng = np.random.default_rng(0)
     assert step15.dimension(*_fake_results(checkpoint.learner_config(),

@@ -150,7 +150,8 @@ VECTOR_TAIL = Tail(WIDTHS, "your vector width", "the columns after the last whol
 def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> list[str]:
     """Which dimension makes the failing cases fail, read from the pattern across all the cases and, within
     each, from which outputs are off: a tail of K (off exactly where K is no multiple of one of tail.widths),
-    the last outputs of M (those after whole bands of rows), or rows of x after the first. [] when no single
+    the last outputs of M (those after whole bands of rows), rows of x after the first, or every shape with
+    more than one row of x (an index by n). [] when no single
     dimension explains it."""
     bad = {}
     for name, n, k, m, _ in cases:
@@ -185,6 +186,10 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
         return [f"rows of x after the first: off only on shapes with more than one row of x ({listed}), and "
                 "there only on rows 1 and up; row 0 is right"]
+    if failing == {name for name, (n, _, _) in shapes.items() if n > 1}:
+        listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
+        return [f"rows of x: off on every shape with more than one row of x ({listed}), right on every shape with "
+                "one: how the row n enters an index (x's row n starts at n * K, y's at n * M)"]
     return []
 
 
