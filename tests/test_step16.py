@@ -79,6 +79,19 @@ def test_the_quality_bound_fails_broken_quantisers_and_passes_the_right_one(chec
         assert "mean KL(float32 || int8)" in part.summary and "top-1 agreement" in part.summary
 
 
+@pytest.mark.slow
+def test_scales_off_with_q_are_said_first_to_look_at(checkpoints, step_folder):
+    """Scales from max(w), not max |w|: q is off, and so are the scales it is divided by; the report says to
+    look at the scales first (q = w / scale), not only that q differs."""
+    path = step_folder / "step_16.py"
+    path.write_text(mutate(solution_source("16"), "scales = np.abs(grouped).max(axis=-1)", "scales = grouped.max(axis=-1)"))
+    add_kernel(path, "16")
+    report = step16.check(path, checkpoints["synthetic"])
+    quantize, text = report.part("quantize"), report.render()
+    assert quantize.status == FAIL and "its q:" in text, text
+    assert "its scales are off too" in text and "look at the scales first" in text, text
+
+
 def test_a_tie_that_float_rounding_tips_is_allowed_and_nothing_else(checkpoint):
     cases = step16.quantize_cases(checkpoint)
     name, w = "w [2, 100]", cases["w [2, 100]"].copy()

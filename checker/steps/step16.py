@@ -175,10 +175,14 @@ def _quantize_part(run: StepRun, quantize, cases: dict[str, np.ndarray]) -> Part
         mistakes = [(m, fn(cases[name])) for m, fn in MISTAKES]
         on_q = compare(q.astype(np.float64), wq.astype(np.float64), axes=("row", "column"),
                        mistakes=[(m, out[0].astype(np.float64)) for m, out in mistakes], tol=Tolerance(0.0, 0.0))
+        on_scales = compare(scales.astype(np.float64), ws.astype(np.float64), axes=("row", "block"),
+                            mistakes=[(m, out[1].astype(np.float64)) for m, out in mistakes], tol=SCALES)
         if not on_q.ok:
+            if not on_scales.ok:  # q = w / scale: a wrong scale makes q wrong; say so before the learner looks at q
+                on_q.details.append(f"its scales are off too ({on_scales.summary}): q is w / scale, so look at "
+                                    "the scales first")
             return on_q, "q"
-        return compare(scales.astype(np.float64), ws.astype(np.float64), axes=("row", "block"),
-                       mistakes=[(m, out[1].astype(np.float64)) for m, out in mistakes], tol=SCALES), "scales"
+        return on_scales, "scales"
 
     return _cases_part(run, "quantize", {name: verdict(name) for name in cases}, MISTAKES,
                        lambda m, fn: all(_same(got[n], fn(cases[n])) for n in cases))
