@@ -219,11 +219,15 @@ def write_step(step_folder):
 _MOJO_ENV = ("PYTHONEXECUTABLE", "MOJO_PYTHON_LIBRARY", "PYTHONPATH")
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment, less what MAX's Mojo runtime set in it: for a child Python."""
+    return {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
+
+
 def run_python(*args: str, cwd: Path = REPO, timeout: float = 900, env: dict | None = None):
     """`python -m ...` in a child process, as a learner would run it, on the synthetic checkpoint."""
-    base = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd,
-                          env={**base, "GPT2_WEIGHTS": "synthetic", **(env or {})}, timeout=timeout)
+                          env={**child_env(), "GPT2_WEIGHTS": "synthetic", **(env or {})}, timeout=timeout)
 
 
 def solution_source(step: str) -> str:

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from checker.paths import REPO
-from tests.conftest import _MOJO_ENV
+from tests.conftest import child_env
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 PIXI = tomllib.loads((REPO / "pixi.toml").read_text())
@@ -188,11 +188,10 @@ def test_maxs_mojo_modules_are_built_by_one_process_at_a_time(tmp_path):
         shutil.copy(Path(max._kv_cache_ops.__file__).with_name(name), package / name)
     script = ("import sys; sys.path.insert(0, sys.argv[1]); from checker.running.mojo_modules import build_once; "
               "build_once(('fresh_ops',)); print('imported')")
-    env = {k: v for k, v in os.environ.items() if k not in _MOJO_ENV}
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=env, text=True,
+        child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=child_env(), text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         time.sleep(5)
         assert child.poll() is None and not (package / "__mojocache__").exists(), child.communicate()

@@ -11,7 +11,7 @@ that a time limit cut short (`--timeout`) is not kept: its verdict says how fast
 the code ran under that limit, not whether it is right.
 
     .cache/verdicts.json   {"07 <checkpoint sha256> /abs/path/steps/step_07.py": {"files": {path: sha256},
-                            "checker": sha256, "checkpoint": sha256, "ok": bool, "parts": [[name, status], ...]}}
+                            "checker": sha256, "ok": bool, "parts": [[name, status], ...]}}
 
 A file has a verdict per checkpoint: checking it on another checkpoint (GPT2_WEIGHTS) keeps the first's.
 """
@@ -82,7 +82,7 @@ def store(step: str, path: Path, checkpoint, report) -> dict:
     read = [Path(path), *map(Path, report.files)]
     files = {str(f.resolve()): _sha(f) for f in [*read, *_kernels(read)]}
     entry = {
-        "files": files, "checker": checker_sha(), "checkpoint": checkpoint.sha256, "ok": report.ok,
+        "files": files, "checker": checker_sha(), "ok": report.ok,
         "parts": [[p.name, p.status] for p in report.parts],
     }
     if report.cut_short:

@@ -228,8 +228,8 @@ def kernel_package_problem(path: Path) -> str:
         why = "it is a file: custom_extensions takes the folder that holds your .mojo files"
     else:
         why = "the folder has no __init__.mojo, which makes a folder of .mojo files a Mojo package"
-    return (f"MAX cannot load your kernel from {shown(path)}: {why} (your kernel's folder, e.g. "
-            "steps/step_15_kernel, holds __init__.mojo and your kernel's .mojo file)")
+    return (f"MAX cannot load your kernel from {shown(path)}: {why} (your kernel's folder, steps/step_NN_kernel, "
+            "holds __init__.mojo and your kernel's .mojo file)")
 
 
 def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:

@@ -182,12 +182,11 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
+    listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
     if all(shapes[name][0] > 1 and not bad[name][0].any() for name in failing):
-        listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
         return [f"rows of x after the first: off only on shapes with more than one row of x ({listed}), and "
                 "there only on rows 1 and up; row 0 is right"]
     if failing == {name for name, (n, _, _) in shapes.items() if n > 1}:
-        listed = ", ".join(_shape(*shapes[name]) for name in sorted(failing))
         return [f"rows of x: off on every shape with more than one row of x ({listed}), right on every shape with "
                 "one: how the row n enters an index (x's row n starts at n * K, y's at n * M)"]
     return []
