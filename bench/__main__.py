@@ -2,7 +2,8 @@
 
     python -m bench                  GPT-2 small (the real checkpoint if downloaded, else the synthetic one)
     python -m bench --tiny           a 2-layer GPT-2 made here with transformers: seconds (the test suite runs it)
-    python -m bench --profile        also each weight product alone (MAX's, step 15's kernel) and the int8 step's split (bench/matvec.py)
+    python -m bench --profile        also each weight product alone (MAX's, step 15's kernel) and the int8 step's
+                                     split (bench/matvec.py)
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
     python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
@@ -19,7 +20,7 @@ In one process, on the same token ids, float32 on the CPU, both sides with the s
 Each figure is the median of --repeats runs after a warm-up run; speed-up = transformers time / MAX time.
 The greedy tokens of both sides (and of the kernels' decodes: step 15's against transformers, step 16's int8
 against transformers on the same dequantised weights) are compared, the exit status 1 if any differ, and the
-decode speed set against the memory-bandwidth limit (checker/references/bandwidth.py), measured in the same
+decode speed set against the memory-bandwidth limit (runtime/bandwidth.py), measured in the same
 run. The decodes (MAX, transformers, MAX with step 15's kernel, MAX on int8 weights with step 16's) and the
 bandwidth are measured in rounds, one of each per round, so their ratios are taken under the same load.
 """
@@ -36,11 +37,24 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 
-from checker.paths import CACHE, shown
+import runtime
+from bench import kv_cache, serve
+from bench.checks import main as checks
+from bench.llama import convert, decoder, missing
+from bench.matvec import int8_split, time_matvecs
+from runtime.bandwidth import int8_bytes_per_token, read_bandwidth, settled, weight_bytes_per_token
+from runtime.checkpoints import checkpoint_for_command, learner_config
+from runtime.compiling import compile_decode, prefill_then_decode
+from runtime.paths import CACHE, shown
+from runtime.quantize import dequantize_hf, dequantized_tensors
+
+# MAX, torch, transformers, the solutions (which import MAX) and safetensors are imported inside the functions that use
+# them: importing them takes seconds.
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,6 @@ def _models(folder: Path, config):
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
-    from bench.kv_cache import compile_with_cache
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
     hf = _hf(folder)
@@ -103,7 +116,7 @@ def _models(folder: Path, config):
         model = GPT2LMHeadModel(config)
     load_hf_weights(model, load_file(folder / "model.safetensors"))
     started = time.perf_counter()
-    run = compile_with_cache(model, config)
+    run = kv_cache.compile_with_cache(model, config)
     print(f"MAX graph compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return hf, run, model
 
@@ -111,7 +124,6 @@ def _models(folder: Path, config):
 def _kernel_run(model, config, run):
     """Solution 15's decode: the prompt through `run` (step 13's graph), each one-position step through
     the Mojo kernel (GPT2WithKernel, compiled for one position)."""
-    from checker.steps.step15 import compile_decode, prefill_then_decode
     from solutions.solution_15 import GPT2WithKernel
 
     started = time.perf_counter()
@@ -126,7 +138,6 @@ def _int8_model(folder: Path, config):
     from max.experimental import functional as F
     from safetensors.numpy import load_file
 
-    from checker.references.quantize import dequantized_tensors
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
 
     with F.lazy():
@@ -138,13 +149,11 @@ def _int8_model(folder: Path, config):
 def _int8_run(folder: Path, config):
     """Solution 16's decode on int8 weights: the prompt through step 13's graph on the dequantised weights,
     each one-position step through the int8 kernel (GPT2Quantized, compiled for one position)."""
-    from bench.kv_cache import compile_with_cache
-    from checker.steps.step15 import compile_decode, prefill_then_decode
     from solutions.solution_16 import GPT2Quantized
 
     model = _int8_model(folder, config)
     started = time.perf_counter()
-    prefill = compile_with_cache(model, config)
+    prefill = kv_cache.compile_with_cache(model, config)
     decode = compile_decode(GPT2Quantized(model), config)
     print(f"int8 decode graphs compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return prefill_then_decode(prefill, decode)
@@ -170,20 +179,15 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     `llama_source` (a llama.cpp source tree), llama.cpp's Q8_0 decode too (bench/llama.py)."""
     import torch
 
-    from checker.references.bandwidth import read_bandwidth, settled, weight_bytes_per_token
-    from checker.references.quantize import dequantize_hf
-    from checker.steps.step16 import int8_bytes_per_token
-    from bench.kv_cache import greedy, prefill
-    from bench.llama import convert, decoder, missing
-
     hf, run, model = _models(folder, config)
     rng = np.random.default_rng(0)
     rows = []
     for batch, tokens in plan.prefill:
         ids = rng.integers(0, config.vocab_size, (batch, tokens), dtype=np.int64)
-        ours = median_seconds(lambda: prefill(run, config, ids), plan.repeats)
+        ours = median_seconds(lambda: kv_cache.prefill(run, config, ids), plan.repeats)
         theirs = median_seconds(lambda: hf(torch.from_numpy(ids), use_cache=True, logits_to_keep=1), plan.repeats)
-        diff = np.abs(prefill(run, config, ids)[0] - hf(torch.from_numpy(ids), logits_to_keep=1).logits[:, -1].numpy())
+        theirs_last = hf(torch.from_numpy(ids), logits_to_keep=1).logits[:, -1].numpy()
+        diff = np.abs(kv_cache.prefill(run, config, ids)[0] - theirs_last)
         rows.append(dict(what="prefill", batch=batch, tokens=tokens, max_ms=1e3 * ours, transformers_ms=1e3 * theirs,
                          speedup=theirs / ours, max_abs_diff=float(diff.max())))
         print(f"prefill batch {batch} x {tokens} tokens: MAX {1e3 * ours:.0f} ms, transformers {1e3 * theirs:.0f} ms",
@@ -195,10 +199,10 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     # machine's load (it may be shared) falls on all of them; each waits until the threads of the one
     # before are quiet (MAX's spin about half a second after a call: timed at once, transformers lost a
     # third of its speed).
-    decoders = dict(ours=lambda: greedy(run, config, prompt, plan.decode_steps),
+    decoders = dict(ours=lambda: kv_cache.greedy(run, config, prompt, plan.decode_steps),
                     theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
-                    kernel=lambda: greedy(kernel, config, prompt, plan.decode_steps),
-                    int8=lambda: greedy(int8, config, prompt, plan.decode_steps))
+                    kernel=lambda: kv_cache.greedy(kernel, config, prompt, plan.decode_steps),
+                    int8=lambda: kv_cache.greedy(int8, config, prompt, plan.decode_steps))
     llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
     if llama["reason"] is None:
         llama_run = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
@@ -259,8 +263,6 @@ def cpu() -> tuple[str, list[str]]:
 
 
 def machine() -> dict:
-    from importlib.metadata import version
-
     import torch
 
     model, vectors = cpu()
@@ -352,29 +354,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="also llama.cpp's Q8_0 decode (llama-cpp-python installed; SOURCE: a llama.cpp tree)")
     args = parser.parse_args(argv)
     if args.checks:
-        from bench.checks import main as checks
 
         return checks()
     if args.serve:
-        from bench import serve
-        from checker.references.weights import checkpoint_for_command
 
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
         return serve.main(checkpoint, machine(), args.json or CACHE / "bench-serve.json",
                           serve.TINY if args.tiny else serve.FULL)
 
-    import checker  # noqa: F401  (MAX's executor setting)
-    from checker.references.weights import learner_config
+    runtime.setup()
 
     plan = TINY if args.tiny else FULL
     if args.repeats:
         plan = Plan(plan.prefill, plan.decode_prompt, plan.decode_steps, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         if args.tiny:
-            folder, model = _hf_tiny(Path(tmp)), f"tiny GPT-2 ({TINY_CONFIG['n_layer']} layers, width {TINY_CONFIG['n_embd']})"
+            folder, model = (_hf_tiny(Path(tmp)),
+                             f"tiny GPT-2 ({TINY_CONFIG['n_layer']} layers, width {TINY_CONFIG['n_embd']})")
         else:
-            from checker.references.weights import checkpoint_for_command
 
             if (checkpoint := checkpoint_for_command()) is None:
                 return 2
@@ -383,7 +381,6 @@ def main(argv: list[str] | None = None) -> int:
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
                       **measure(folder, config, plan, args.llama_cpp))
         if args.profile:
-            from bench.matvec import int8_split, time_matvecs
 
             result["matvecs"] = time_matvecs(config)
             result["int8_split"] = int8_split(_int8_model(folder, config), config)

@@ -29,10 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from checker.paths import REPO, finished_step
-import checker.steps  # noqa: F401  (every step registers its check)
 from checker import registry
-
+from runtime.paths import REPO, finished_step
 
 # step -> (what, the file under steps/, the finished text, the wrong text): each a change that compiles anew
 WRONG = {

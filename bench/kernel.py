@@ -15,6 +15,8 @@ import contextlib
 from functools import cache
 from pathlib import Path
 
+# MAX is imported inside the functions that use it: importing it takes seconds.
+
 PACKAGE = Path(__file__).resolve().parent / "kernels" / "matvec"
 
 

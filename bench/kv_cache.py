@@ -2,7 +2,7 @@
 
 The model exists once, in solutions/solution_13.py: GPT2WithCache wraps the
 loaded step 11 model and reads and grows a KV cache, and
-`checker.diagnosis.compiled.compile_with_cache` compiles it as `pixi run gpt2` runs it,
+`runtime.compiling.compile_with_cache` compiles it as `pixi run gpt2` runs it,
 with the batch, the new length and the cache length symbolic. This module
 only drives it:
 
@@ -16,10 +16,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from runtime.compiling import compile_with_cache as compile_module
+from runtime.decoding import greedy_with_cache
+
+# MAX and the solutions (which import MAX) are imported inside the functions that use them: importing them
+# takes seconds.
+
 
 def compile_with_cache(model, config) -> Callable:
     """`model` (a loaded GPT2LMHeadModel) with solution 13's cache, compiled: run(ids, *cache) -> (logits, *cache)."""
-    from checker.diagnosis.compiled import compile_with_cache as compile_module
     from solutions.solution_13 import GPT2WithCache
 
     return compile_module(GPT2WithCache(model), config)
@@ -41,9 +46,8 @@ def greedy(run, config, input_ids: np.ndarray, steps: int) -> tuple[np.ndarray, 
 
     The prefill's logits give the first new token; each of the `steps` decode
     steps feeds the latest token (one position) and gives the next. The
-    seconds are those of the decode steps alone (checker.diagnosis.compiled.greedy_with_cache).
+    seconds are those of the decode steps alone (runtime.decoding.greedy_with_cache).
     """
-    from checker.diagnosis.compiled import greedy_with_cache
     from solutions.solution_13 import empty_cache
 
     return greedy_with_cache(run, empty_cache(config, input_ids.shape[0]), input_ids, steps)

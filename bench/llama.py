@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+# llama_cpp is imported inside the functions that use it: importing it takes seconds.
+
 _CONVERT = """
 import sys
 source = sys.argv.pop(1)

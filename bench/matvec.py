@@ -20,8 +20,15 @@ from __future__ import annotations
 
 import statistics
 import time
+from unittest import mock
 
 import numpy as np
+
+from runtime.bandwidth import settled
+from runtime.compiling import compile_decode
+
+# MAX and the solutions (which import MAX) are imported inside the functions that use them: importing them
+# takes seconds.
 
 
 def matvec_shapes(config) -> list[tuple[str, int, int, int, bool]]:
@@ -69,9 +76,7 @@ def _products(n_in: int, n_out: int, bias: bool, rng) -> dict:
 def _alternating(runs: dict, repeats: int, rounds: int) -> dict[str, float]:
     """The median seconds of each call in `runs` (name -> a callable giving a Tensor), timed in `rounds`
     alternating blocks of repeats // rounds calls after 3 untimed ones, each block after the threads of
-    the one before are quiet (checker.references.bandwidth.settled)."""
-    from checker.references.bandwidth import settled
-
+    the one before are quiet (runtime.bandwidth.settled)."""
     samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, run in runs.items():
@@ -148,12 +153,9 @@ def int8_split(model, config, past: int = 160, repeats: int = 40) -> dict:
     compiles it (the cache grown by its append kernel, no mask), the step with step 13's attention in its
     place (F.concat, the mask: as it was before), and the 49 products alone; median ms of each, in
     alternating rounds. `model` is a loaded step 11 model (solution 11)."""
-    from unittest import mock
-
     from max.experimental.tensor import Tensor
 
     import solutions.solution_16 as sixteen
-    from checker.steps.step15 import compile_decode
     from solutions.solution_13 import attention_with_cache
 
     rng = np.random.default_rng(0)

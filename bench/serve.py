@@ -2,7 +2,7 @@
 transformers' own batched generation on the same checkpoint, the same prompts and the same CPU threads.
 
     served        solution 14 (the paged KV cache around solution 11's model) behind `max serve`
-                  (checker/running/server.py starts it); every request streams from /v1/completions, greedy,
+                  (runtime/server.py starts it); every request streams from /v1/completions, greedy,
                   `ignore_eos`, its prompt sent as token ids so that every request has exactly
                   the same number of prompt tokens and of new ones (the server's usage says so)
     transformers  GPT2LMHeadModel.generate on the same prompts, `streams` of them in one batch, greedy,
@@ -13,7 +13,7 @@ or run as `rounds` batches of S (transformers), after one warm-up round:
   tokens/s        every new token of every request / the wall time from the first send to the last token
   TTFT            time to first token: the request sent -> its first token back (p50)
   per-token       the time between a request's successive tokens (p50, p99 over every gap)
-The same tokens: every request's text equals transformers' greedy ids decoded (checker.steps.step14.same_text),
+The same tokens: every request's text equals transformers' greedy ids decoded (runtime.server.same_text),
 the argmax taken over the tokenizer's ids as max serve's sampler does (the stand-ins' tokenizers are
 smaller than the model), and the server's usage counts every new token asked for.
 
@@ -30,12 +30,19 @@ template GPT-2 has not), and on the stand-ins' tokenizer that count is wrong (62
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+
+from runtime.paths import REPO, shown
+from runtime.server import MODEL, Server, same_text
+
+# torch, transformers and openai are imported inside the functions that use them: importing them takes seconds.
+
 
 @dataclass(frozen=True)
 class Load:
@@ -129,7 +136,6 @@ def transformers_level(model, vocab: int, batches: list[list[list[int]]], new_to
 
 
 async def _request(client, prompt: list[int], new_tokens: int) -> Run:
-    from checker.running.server import MODEL
 
     sent, times, text, tokens = time.perf_counter(), [], [], 0
     stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=new_tokens, temperature=0,
@@ -169,8 +175,6 @@ def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: 
 async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[float, list[list[float | None]]]:
     from openai import AsyncOpenAI
 
-    from checker.running.server import MODEL
-
     gate = asyncio.Semaphore(streams)
 
     async def one(prompt):
@@ -200,13 +204,9 @@ def prompt_logprobs(model, requests: list[list[int]]) -> list[np.ndarray]:
 
 
 def measure(checkpoint, load: Load = FULL) -> dict:
-    """Every figure of the serving bench for `checkpoint` (a checker.references.weights.Checkpoint)."""
+    """Every figure of the serving bench for `checkpoint` (a runtime.checkpoints.Checkpoint)."""
     import torch
     from transformers import AutoTokenizer, GPT2LMHeadModel
-
-    from checker.paths import REPO
-    from checker.running.server import Server
-    from checker.steps.step14 import same_text
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])
@@ -255,7 +255,8 @@ def report(result: dict) -> str:
     for row in result["levels"]:
         s, t = row["served"], row["transformers"]
         lines.append(f"| {row['streams']} | {s['tokens_per_s']:.1f} | {t['tokens_per_s']:.1f} | "
-                     f"{s['tokens_per_s'] / t['tokens_per_s']:.2f}x | {s['ttft_p50_ms']:.0f} / {t['ttft_p50_ms']:.0f} ms | "
+                     f"{s['tokens_per_s'] / t['tokens_per_s']:.2f}x | "
+                     f"{s['ttft_p50_ms']:.0f} / {t['ttft_p50_ms']:.0f} ms | "
                      f"{s['token_p50_ms']:.0f} / {t['token_p50_ms']:.0f} ms | {s['token_p99_ms']:.0f} / "
                      f"{t['token_p99_ms']:.0f} ms | {row['same_text']}/{s['requests']} |")
     first, last = result["levels"][0], result["levels"][-1]
@@ -269,7 +270,8 @@ def report(result: dict) -> str:
               f"max serve was ready after {result['server_start_s']:.0f} s."]
     sc = result["scoring"]
     lines += ["", f"Scoring (echo, max_tokens 0, logprobs 1): {sc['prompts']} prompts of {sc['prompt_tokens']} tokens, "
-                  f"{sc['in_flight']} in flight, in {sc['seconds']:.1f} s ({sc['prompts'] / sc['seconds']:.1f} prompts/s); "
+                  f"{sc['in_flight']} in flight, in {sc['seconds']:.1f} s "
+                  f"({sc['prompts'] / sc['seconds']:.1f} prompts/s); "
                   f"every prompt token scored: {'yes' if sc['every_token_scored'] else 'NO'}; largest difference "
                   f"from transformers' log_softmax {sc['max_abs_diff']:.1e}."]
     return "\n".join(lines)
@@ -283,9 +285,7 @@ def same_tokens(result: dict) -> bool:
 
 
 def main(checkpoint, machine: dict, json_path: Path, load: Load = FULL) -> int:
-    import json
 
-    from checker.paths import shown
 
     result = dict(model=checkpoint.describe(), machine=machine, **measure(checkpoint, load))
     print(report(result))

@@ -24,13 +24,26 @@ from pathlib import Path
 
 import numpy as np
 
+import runtime
+from bench.__main__ import cpu, median_seconds
+from bench.kernel import linears_on_kernel, matvec
+from bench.kv_cache import greedy
+from bench.matvec import matvec_shapes
+from runtime.checkpoints import checkpoint_for_command
+from runtime.compiling import compile_with_cache
+from runtime.loading import stored_tensors
+
+# MAX and the solutions (which import MAX) are imported inside the functions that use them: importing them
+# takes seconds.
+
 SOLUTION = Path(__file__).resolve().parent.parent / "solutions" / "solution_13.py"
 VARIANTS = {
     "F.layer_norm": [(f"block.{ln}(x)", f"F.layer_norm(x, gamma=block.{ln}.weight, beta=block.{ln}.bias, "
                       f"epsilon=block.{ln}.eps)") for ln in ("ln_1", "ln_2")]
     + [("t.ln_f(x[:, -1, :])", "F.layer_norm(x[:, -1, :], gamma=t.ln_f.weight, beta=t.ln_f.bias, epsilon=t.ln_f.eps)")],
     "multiply-and-sum head": [("return (last @ t.wte.weight.T, *new_cache)",
-                               "return (F.squeeze(F.sum(t.wte.weight * F.unsqueeze(last, 1), axis=-1), -1), *new_cache)")],
+                               "return (F.squeeze(F.sum(t.wte.weight * F.unsqueeze(last, 1), axis=-1), -1), "
+                               "*new_cache)")],
 }
 KERNEL = "Mojo matvec kernel"  # its Linears swapped too (bench.kernel.linears_on_kernel)
 KERNEL_HEAD = [("return (last @ t.wte.weight.T, *new_cache)", "return (matvec()(last, t.wte.weight), *new_cache)")]
@@ -50,10 +63,6 @@ def variant_class(edits: list[tuple[str, str]], **names):
 def decode_variants(checkpoint) -> None:
     from max.experimental import functional as F
 
-    from bench.kernel import linears_on_kernel, matvec
-    from bench.kv_cache import greedy
-    from checker.running.loading import stored_tensors
-    from checker.diagnosis.compiled import compile_with_cache
     from solutions.solution_11 import GPT2LMHeadModel, load_hf_weights
     from solutions.solution_13 import GPT2WithCache
 
@@ -89,10 +98,6 @@ def layouts(config, repeats: int = 30) -> None:
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
     from max.graph import TensorType
-
-    from bench.__main__ import median_seconds
-    from bench.kernel import matvec
-    from bench.matvec import matvec_shapes
 
     class OutIn(Module):
         def __init__(self, n_in, n_out):
@@ -132,9 +137,8 @@ def layouts(config, repeats: int = 30) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m bench.tried", description=__doc__.split("\n\n")[0]).parse_args(argv)
-    import checker  # noqa: F401  (MAX's executor setting)
-    from bench.__main__ import cpu
-    from checker.references.weights import checkpoint_for_command
+
+    runtime.setup()
 
     if (checkpoint := checkpoint_for_command()) is None:
         return 2

@@ -7,11 +7,17 @@ a page can never show numbers that its code would not give.
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import numpy as np
 
-from checker.references import attention_np
-from checker.references import gpt2_np
-from checker.steps.step02 import mask as causal_mask
+from checker.references import attention_np, gpt2_np
+from checker.references.attention_np import causal_mask
+from runtime.bandwidth import int8_bytes_per_token, read_bandwidth, weight_bytes_per_token
+from runtime.quantize import BLOCK, dequantize, quantize
+
+# The solutions are imported inside the functions that use them: they import MAX, which takes seconds.
 
 
 def _matrix(a: np.ndarray, digits: int = 2, rows: list[str] | None = None, cols: list[str] | None = None) -> str:
@@ -143,7 +149,8 @@ def example_07() -> str:
                      _matrix(e["weights"], 2, rows=tok, cols=tok))
             + "\n\nHead 0's output is weights @ v (head 0's values); _merge_heads puts the two heads' outputs "
             "side by side again, [4, 8]:\n\n"
-            + _block("weights @ v, head 0:", _matrix(e["out0"], 2, rows=tok), "merged:", _matrix(e["merged"], 2, rows=tok))
+            + _block("weights @ v, head 0:", _matrix(e["out0"], 2, rows=tok), "merged:",
+                     _matrix(e["merged"], 2, rows=tok))
             + "\n\nToken t0 can only look at itself: its weight row is [1, 0, 0, 0] and its output is its own value.")
 
 
@@ -272,11 +279,7 @@ def example(step: str) -> str:
 
 def decode_limit() -> dict:
     """Step 15's numbers, measured now on this machine: GPT-2 small's weight bytes per decode step, the
-    read bandwidth (checker.references.bandwidth) and float32 matmul speed (numpy), and what they allow."""
-    import time
-    from types import SimpleNamespace
-
-    from checker.references.bandwidth import read_bandwidth, weight_bytes_per_token
+    read bandwidth (runtime.bandwidth) and float32 matmul speed (numpy), and what they allow."""
 
     config = SimpleNamespace(n_embd=768, n_inner=3072, n_layer=12, vocab_size=50257)
     a = np.ones((1024, 1024), np.float32)
@@ -297,7 +300,8 @@ def example_15() -> str:
              f"read bandwidth, measured now   {bw / 1e9:8.1f} GB/s",
              f"float32 matmul, measured now   {flops / 1e9:8.1f} GFLOP/s",
              f"time to read the weights       {per_token / bw * 1e3:8.1f} ms  -> at most {bw / per_token:.0f} tokens/s",
-             f"time to do the flops           {per_token / 2 / flops * 1e3:8.1f} ms  -> {flops / (per_token / 2):.0f} tokens/s"]
+             f"time to do the flops           {per_token / 2 / flops * 1e3:8.1f} ms  -> "
+             f"{flops / (per_token / 2):.0f} tokens/s"]
     return ("GPT-2 small at batch 1, on the machine that built this page:\n\n"
             + _block(*lines)
             + f"\n\nReading takes {flops / (per_token / 2) / (bw / per_token):.0f}x as long as computing: decode waits "
@@ -305,10 +309,7 @@ def example_15() -> str:
 
 
 def example_16() -> str:
-    from types import SimpleNamespace
 
-    from checker.references.quantize import BLOCK, dequantize, quantize
-    from checker.steps.step16 import int8_bytes_per_token
 
     w = np.random.default_rng(16).normal(0, 0.02, (1, BLOCK)).astype(np.float32)  # one block of a row
     w[0, 5] = 0.09  # one outlier sets the block's scale

@@ -14,6 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from book.examples import decode_limit, parameter_counts, positions_processed
+from checker.references import gpt2_np
+from checker.references.attention_np import causal_mask as mask
+from checker.references.attention_np import softmax
+from checker.references.ragged import CACHED, OFFSETS
+
+# matplotlib is imported inside the functions that use it: importing it takes seconds.
+
 # (label, shape, note) for each stage of step 07; the shapes are GPT-2 small's with B sequences of T tokens.
 ATTENTION_PATH = [
     ("hidden_states", "[B, T, 768]", "the block's ln_1 output"),
@@ -166,8 +174,6 @@ def block(path: Path) -> None:
 
 def parameters(path: Path) -> None:
     """Step 01: where GPT-2 small's 124M parameters are."""
-    from book.examples import parameter_counts
-
     plt = _pyplot()
     counts = parameter_counts()
     fig, ax = plt.subplots(figsize=(7, 2.8))
@@ -183,8 +189,6 @@ def parameters(path: Path) -> None:
 
 def layer_norm(path: Path) -> None:
     """Step 03: one token's channels before and after LayerNorm (weight 1, bias 0)."""
-    from checker.references import gpt2_np
-
     plt = _pyplot()
     x = np.random.default_rng(3).normal(2.0, 3.0, size=48)
     y = gpt2_np.layer_norm(x, np.ones_like(x), np.zeros_like(x), 1e-5)
@@ -200,8 +204,6 @@ def layer_norm(path: Path) -> None:
 
 def activations(path: Path) -> None:
     """Step 04: GPT-2's GELU (tanh) against the exact GELU and ReLU."""
-    from checker.references import gpt2_np
-
     plt = _pyplot()
     t = np.linspace(-4, 3, 300)
     fig, ax = plt.subplots(figsize=(6, 3.2))
@@ -233,8 +235,6 @@ def lookup(path: Path, picked: list[int], rows: int, what: str) -> None:
 
 def sampling(path: Path) -> None:
     """Step 12: one set of logits, sampled at three temperatures and with top_k."""
-    from checker.references.attention_np import softmax
-
     plt = _pyplot()
     z = np.array([2.0, 1.0, 0.5, -1.0, -1.5])
     cases = {"T = 0.5": softmax(z / 0.5), "T = 1": softmax(z), "T = 2": softmax(z / 2),
@@ -251,8 +251,6 @@ def sampling(path: Path) -> None:
 
 def kv_cache_cost(path: Path, prompt: int = 10, new: int = 20) -> None:
     """Step 13: positions the model runs for each new token, and in all, without and with a cache."""
-    from book.examples import positions_processed
-
     plt = _pyplot()
     without, with_cache = positions_processed(prompt, new)
     steps = np.arange(1, new + 1)
@@ -282,8 +280,6 @@ def kv_cache_cost(path: Path, prompt: int = 10, new: int = 20) -> None:
 def kv_cache_mask(path: Path, T: int = 2, P: int = 3) -> None:
     """Step 13: the [T, P+T] mask's values, its columns for the cached keys and for the new ones outlined
     (how to build it is the page's folded question, not the figure's)."""
-    from checker.steps.step02 import mask
-
     plt = _pyplot()
     full = np.concatenate([np.zeros((T, P)), mask(T, 0)], axis=1)
     fig, ax = plt.subplots(figsize=(5.5, 2.7))
@@ -319,8 +315,6 @@ def page_tables(lengths: list[int], page: int) -> list[list[int]]:
 def paged_batch(path: Path, page: int = 4) -> None:
     """Step 14: the worked example's ragged batch (rows by request) over the paged cache, each request's
     cached positions and the slots its new rows are written to (positions themselves are the exercise)."""
-    from checker.steps.step14 import CACHED, OFFSETS
-
     plt = _pyplot()
     colors = ["#1a73e8", "#e8710a", "#188038", "#a142f4"]
     new = np.diff(OFFSETS).tolist()
@@ -368,8 +362,6 @@ def paged_batch(path: Path, page: int = 4) -> None:
 def decode_roofline(path: Path) -> None:
     """Step 15: what a product can reach against how many flops it does per byte read (a roofline), with
     this machine's bandwidth and matmul speed measured at build time; decode's matvec and a prompt's matmul."""
-    from book.examples import decode_limit
-
     d = decode_limit()
     bw, peak = d["bandwidth"] / 1e9, d["flops"] / 1e9
     plt = _pyplot()

@@ -15,6 +15,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+# MkDocs loads this file by its path: the book's modules are imported inside the hooks, once the repository
+# is on sys.path.
 
 
 def on_config(config):

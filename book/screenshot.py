@@ -29,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.paths import CACHE, REPO, shown
+from runtime.paths import CACHE, REPO, shown
+
+# PIL is imported inside the functions that use it: importing it takes seconds.
 
 SITE = CACHE / "site"
 WIDTH, HEIGHT = 1280, 8000

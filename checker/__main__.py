@@ -14,13 +14,15 @@ itself could not run (for example, unreadable weights).
 
 from __future__ import annotations
 
-import argparse
-import os
+import importlib
+import importlib.util
 import sys
-import time
-from pathlib import Path
 
-from checker import paths  # standard library only: safe before the packages are checked
+import runtime
+from runtime import paths
+
+# checker.command is imported inside main, once the interpreter and the packages are known good: on a wrong
+# Python or without a package, a learner reads what to do instead of an ImportError.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    runtime.setup()  # before MAX is imported, here or by the check
     missing = _missing_packages()
     if missing:
         print(
@@ -40,90 +43,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    parser = argparse.ArgumentParser(prog="python -m checker", description=__doc__.split("\n")[0])
-    parser.add_argument("step", help="step number, e.g. 07")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--check-solution", action="store_true", help="check the reference solution")
-    which.add_argument("--file", type=Path, help="check this file instead of steps/step_NN.py")
-    helps = parser.add_mutually_exclusive_group()
-    helps.add_argument("--hint", action="store_true", help="show the next hint for the first failing part")
-    helps.add_argument("--solution", action="store_true",
-                       help="show the solution's code for the first failing part only")
-    helps.add_argument("--explore", action="store_true",
-                       help="step 07: parameter count, single-head and explicit-loop equivalences")
-    parser.add_argument(
-        "--timeout", type=float, default=float(os.environ.get("GPT2_CHECK_TIMEOUT", 300)),
-        help="seconds allowed per call into your code (default 300; 0 for none)",
-    )
-    args = parser.parse_args(argv)
-    step = args.step.zfill(2)
-    import checker.steps  # noqa: F401  (each step registers its check)
-    from checker import registry
-    from checker.harness.runner import prepare
+    from checker.command import main as check
 
-    if step not in registry.steps():
-        parser.error(f"no check for step {step} yet (have: {', '.join(registry.steps())})")
-
-    from checker.harness import layout
-    from checker import warmup
-    from checker.reporting.report import use_color
-    from checker.references.weights import WeightsError, find_checkpoint
-
-    path = (args.file.resolve() if args.file else paths.step_file(step, solution=args.check_solution))
-    number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
-    started = time.perf_counter()
-    try:
-        workers = warmup.start(step)  # compiles in the background while references load
-        checkpoint = find_checkpoint()
-        prepare(step, checkpoint)
-        warmup.finish(step, workers)
-        warmup.announce_compiles()
-        report = layout.check(step, path, checkpoint, timeout=args.timeout, number=number)
-    except WeightsError as e:
-        print(f"Weights problem: {e}", file=sys.stderr)
-        return 2
-    from checker.harness import verdicts
-
-    verdicts.store(step, path, checkpoint, report)
-    print(report.render(color=use_color()))
-    print(f"({time.perf_counter() - started:.1f} s)")
-    if args.hint or args.solution:
-        print("\n" + _help(step, report, args.hint))
-    if args.explore:
-        return _explore(step, path, checkpoint, report, args.timeout)
-    return 0 if report.ok else 1
-
-
-def _explore(step: str, path: Path, checkpoint, report, timeout: float) -> int:
-    """`--explore` (step 07): the equivalences of explore/equivalence.py, on the checked file."""
-    from checker.running.learner import LearnerError, call, import_step
-    from checker.references.reference import activations
-    from explore.equivalence import explore
-
-    if step != "07":
-        print("\n--explore is for step 07 (multi-head attention).")
-        return 2
-    if not report.ok:
-        print("\n--explore runs once every part above passes.")
-        return 1
-    try:
-        cls = import_step(path, "_explore_checked").GPT2MultiHeadAttention
-        ok, lines, data = call(explore, cls, checkpoint, activations(checkpoint), checkpoint.layer, timeout=timeout)
-    except LearnerError as e:
-        print(f"\n--explore could not run your module: {e}")
-        return 1
-    print(f"\nWhat multi-head attention is, shown on your module (GPT-2 h[{checkpoint.layer}] weights):")
-    print("\n".join(lines))
-    import json
-
-    from checker.paths import REPO
-    from explore.attention import settings
-
-    out = REPO / "out" / "explore-07.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({**data, **settings(checkpoint, file=str(path), layer=checkpoint.layer)}, indent=1))
-    print(f"Wrote {out.relative_to(REPO)}")
-    return 0 if ok else 1
+    return check(argv)
 
 
 REQUIRED = ("max", "numpy", "safetensors", "tokenizers", "torch", "transformers")
@@ -131,9 +53,6 @@ REQUIRED = ("max", "numpy", "safetensors", "tokenizers", "torch", "transformers"
 
 def _missing_packages() -> list[str]:
     """The packages the checks need that cannot be imported (torch and transformers only by spec: slow to import)."""
-    import importlib
-    import importlib.util
-
     missing = []
     for name in REQUIRED:
         try:
@@ -147,22 +66,6 @@ def _missing_packages() -> list[str]:
         if not found:
             missing.append(name)
     return missing
-
-
-def _help(step: str, report, hint: bool) -> str:
-    """The next hint, or the reference code, for the report's first part that does not pass."""
-    from checker import hints
-    from checker.reporting.report import PASS
-
-    part = next((p for p in report.parts if p.status != PASS), None)
-    if part is None:
-        return "Every part passes: nothing to hint at."
-    if hint:
-        return hints.next_hint(step, part.name)
-    code = hints.reference_code(step, part.name)
-    if code is None:
-        return f"{part.name} has no code of its own to show: follow its message above."
-    return f"The reference for {part.name}:\n\n{code}"
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
     python -m checker.catalogue        all steps, as Markdown
     python -m checker.catalogue 07     one step
 
-Each step's check registers its mistakes (checker.registry); the mutation tests
-(tests/test_catalogue.py) inject each one into a copy of the solution and
-require the check to fail and to name it.
+Each step's folder lists its mistakes (checker/steps/stepNN/mistakes.py), each with the edit that
+makes it in the solution; the mutation tests (tests/test_catalogue.py) make each one in a copy of
+the solution and require the check to fail and to name it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from checker.reporting.compare import Mistake
-import checker.steps  # noqa: F401  (each step registers its check)
 from checker import registry
+from checker.reporting.compare import Mistake
 
 
 def catalogue(step: str) -> list[Mistake]:

@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import version
 
 import numpy as np
+
+import runtime
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 
 def outer_difference(symbolic: bool, T: int = 4) -> tuple[np.ndarray, np.ndarray]:
@@ -44,7 +49,7 @@ def outer_difference(symbolic: bool, T: int = 4) -> tuple[np.ndarray, np.ndarray
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m checker.max_bugs", description=__doc__.split("\n\n")[0]).parse_args(argv)
-    from importlib.metadata import version
+    runtime.setup()
 
     print(f"MAX {version('max')}: x[H, T, T] + (a[1, T] - b[T, 1]), a = 0, 10, 20, 30; "
           "b = 100, 101, 102, 103")

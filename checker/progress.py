@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from checker.paths import step_file
-import checker.steps  # noqa: F401  (each step registers its check)
+import runtime
 from checker import registry
+from checker.harness import verdicts
 from checker.reporting.report import PASS, TODO
+from runtime.checkpoints import checkpoint_for_command
+from runtime.paths import step_file
 
 STEPS = list(registry.steps())
 OWN = lambda name: name not in ("earlier steps", "compiled")  # noqa: E731  (the parts a skeleton leaves TODO)
@@ -38,12 +40,11 @@ def status(entry: dict) -> tuple[str, str]:
 
 def statuses(checkpoint, *, run: bool = True, timeout: float = 300) -> dict[str, tuple[str, str] | None]:
     """Every step's status; with run=False, only the cached ones (None for the others)."""
-    from checker.harness import verdicts
-
     found = {}
     for step in STEPS:
         path = step_file(step)
-        entry = verdicts.verdict(step, path, checkpoint, timeout=timeout) if run else verdicts.lookup(step, path, checkpoint)
+        entry = (verdicts.verdict(step, path, checkpoint, timeout=timeout) if run
+                 else verdicts.lookup(step, path, checkpoint))
         found[step] = status(entry) if entry else None
     return found
 
@@ -64,11 +65,7 @@ def table(found: dict[str, tuple[str, str] | None]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m checker.progress", description=__doc__.split("\n\n")[0]).parse_args(argv)
-    import checker  # noqa: F401  (MAX's executor setting)
-    from checker.warmup import quiet_max_logs
-    from checker.references.weights import checkpoint_for_command
-
-    quiet_max_logs()
+    runtime.setup()
     if (checkpoint := checkpoint_for_command()) is None:
         return 2
     found = statuses(checkpoint)

@@ -1,22 +1,21 @@
-"""Which check checks which step: each step's module registers itself here, and the machinery
-reads what was registered; it never imports a step's module.
+"""Which check checks which step: the machinery reads what each step's folder declares, and never
+imports a step itself.
 
-    import checker.steps           registers every step's check (one module per step in checker/steps/)
-    register(Step("07", check, CATALOGUE, reads=(...), probe=PROBE))
-    register(Adapter("12", ("encode_text", ...), check))   a check for files of another layout
-    steps()  -> {"01": Step, ...}  step("07") -> Step     adapters() -> [Adapter, ...]
+    steps()  -> {"01": Step, ...}     step("07") -> Step     adapters() -> [Adapter, ...]
 
-A new step's check is a new module in checker/steps/ that calls `register`: no machinery module
-changes. The course around it does: its place in pyproject.toml's step-order contract (above the
-steps it builds on; tests/test_imports.py fails until it is there), its mistakes injected in
-tests/injections.py and listed in the book's checks page (tests/test_catalogue.py), its hints in
-checker/hints.py, a solution, a skeleton and a `pixi run sNN` task.
+Each folder of checker/steps/ is found on first use: `stepNN/` declares `STEP = Step(...)` (its check,
+its catalogue of mistakes, its hints), a folder of checks for another layout's files `ADAPTERS`.
+A new step is a new folder `checker/steps/stepNN/`, beside its skeleton, solution and book page.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+STEPS_PACKAGE = "checker.steps"  # the folders found: read by name, so that nothing here imports upward
 
 
 @dataclass(frozen=True)
@@ -25,11 +24,13 @@ class Step:
 
     number: str  # "07"
     check: Callable  # check(path, checkpoint, *, timeout) -> Report
-    catalogue: list  # the Mistakes its check can name (checker.catalogue)
+    catalogue: list  # the Mistakes its check can name (checker.reporting.compare.Mistake), each with its Edit
     reads: tuple[str, ...] = ()  # the names its check reads in a file: this course's and the online book's
     prepare: Callable | None = None  # prepare(checkpoint): its references, computed before the check
     probe: object = None  # optional: its piece compiled alone (checker.diagnosis.compiled.Probe), for the diagnosis
     compiles_in_check: bool = False  # its own check compiles its piece too (`pixi run sNN` names it)
+    hints: dict = field(default_factory=dict)  # part -> a ladder of hints (`--hint`)
+    sources: dict = field(default_factory=dict)  # part -> the solution's code it checks (`--solution`)
 
 
 @dataclass(frozen=True)
@@ -45,17 +46,20 @@ _STEPS: dict[str, Step] = {}
 _ADAPTERS: list[Adapter] = []
 
 
-def register(entry: Step | Adapter) -> None:
-    if isinstance(entry, Step):
-        _STEPS[entry.number] = entry
-    else:
-        _ADAPTERS.append(entry)
+def _find() -> None:
+    """Every folder of checker/steps/, imported once: its STEP, its ADAPTERS."""
+    package = importlib.import_module(STEPS_PACKAGE)
+    for found in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{STEPS_PACKAGE}.{found.name}")
+        if (declared := getattr(module, "STEP", None)) is not None:
+            _STEPS[declared.number] = declared
+        _ADAPTERS.extend(getattr(module, "ADAPTERS", ()))
 
 
 def steps() -> dict[str, Step]:
-    """Every registered step, in order of their numbers."""
+    """Every step, in order of their numbers."""
     if not _STEPS:
-        raise RuntimeError("no step checks are registered: import checker.steps first")
+        _find()
     return dict(sorted(_STEPS.items()))
 
 
@@ -64,5 +68,5 @@ def step(number: str) -> Step:
 
 
 def adapters() -> list[Adapter]:
-    steps()  # the same guard: adapters register with the steps
+    steps()
     return list(_ADAPTERS)

@@ -16,9 +16,8 @@ import subprocess
 import sys
 import time
 
-from checker.paths import CACHE, REPO, shown, step_file
-import checker.steps  # noqa: F401  (each step registers its check)
 from checker import registry
+from runtime.paths import CACHE, REPO, shown, step_file
 
 BACKUPS = CACHE / "backups"
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import subprocess
 import sys
 import threading
@@ -24,8 +23,13 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from checker.paths import save
-from checker.running.mojo_modules import build_once
+import numpy as np
+
+import runtime
+from runtime.mojo_modules import build_once
+from runtime.paths import save
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 # The eager ops each step's solution runs, and roughly how long each took to
 # compile on a 2-core CPU, in seconds (the first use on a machine).
@@ -57,7 +61,6 @@ def groups(step: str) -> list[list[str]]:
 
 
 def _run_op(name: str) -> None:
-    import numpy as np
     from max.driver import CPU
     from max.dtype import DType
     from max.experimental import functional as F
@@ -128,17 +131,11 @@ def finish(step: str, workers: list[subprocess.Popen]) -> None:
         print(f"...kernels ready (waited {time.perf_counter() - started:.0f} s more).", file=sys.stderr, flush=True)
 
 
-def quiet_max_logs() -> None:
-    """MAX suggests `max warm-interpreter-cache` (22 minutes) after each on-the-fly compile."""
-    logging.getLogger("max._eager_policy").setLevel(logging.ERROR)
-
-
 def announce_compiles() -> None:
     """Says so when MAX spends more than a few seconds compiling an eager op on the fly.
 
     Hooks a private MAX function; if it moves, the checks run the same, unannounced.
     """
-    quiet_max_logs()
     try:
         from max._interpreter_ops import gc_compile
     except ImportError:
@@ -167,6 +164,6 @@ if __name__ == "__main__":  # a worker: compiles the kernels of the ops named
     _ops = argparse.ArgumentParser(prog="python -m checker.warmup", description="Compiles MAX's eager kernels "
                                    "for these ops (the checks start two such workers themselves).")
     _ops.add_argument("ops", nargs="+", choices=sorted(COST))
-    quiet_max_logs()
+    runtime.setup()
     for name in _ops.parse_args().ops:
         _run_op(name)

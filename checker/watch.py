@@ -18,9 +18,14 @@ import sys
 import threading
 import time
 
-from checker.paths import STEPS, step_file
+import runtime
+from checker.harness import verdicts
 from checker.progress import STEPS as ALL_STEPS
 from checker.progress import bar, statuses
+from runtime.checkpoints import checkpoint_for_command
+from runtime.paths import STEPS, step_file
+
+# watchdog is imported inside the functions that use it: importing it takes seconds.
 
 CLEAR = "\033[2J\033[H"
 SETTLE = 0.3  # seconds to wait after a save: editors write a file in several events
@@ -54,8 +59,6 @@ class Saved:
 
 def first_unfinished(checkpoint) -> str | None:
     """The first step without a passing verdict in the cache (it may have none yet)."""
-    from checker.harness import verdicts
-
     for step in ALL_STEPS:
         entry = verdicts.lookup(step, step_file(step), checkpoint)
         if entry is None or not entry["ok"]:
@@ -65,8 +68,6 @@ def first_unfinished(checkpoint) -> str | None:
 
 def show(step: str, checkpoint, note: str) -> bool:
     """Clears the screen, checks `step` (its report straight to the terminal), shows the progress; True if it passes."""
-    from checker.harness import verdicts
-
     print(CLEAR + f"pixi run watch: step {step}, checked again whenever you save a file in steps/ "
           f"(Ctrl-C stops).{' ' + note if note else ''}\n", flush=True)
     subprocess.run([sys.executable, "-m", "checker", step], env=os.environ)
@@ -81,8 +82,8 @@ def show(step: str, checkpoint, note: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="python -m checker.watch", description=__doc__.split("\n\n")[0]).parse_args(argv)
-    import checker  # noqa: F401  (MAX's executor setting)
-    from checker.references.weights import checkpoint_for_command
+
+    runtime.setup()
 
     if (checkpoint := checkpoint_for_command()) is None:
         return 2

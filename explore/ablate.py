@@ -19,7 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+import runtime
 from explore.attention import OUT, checkpoint_and_layer, save, settings, weights_note
+from runtime.learner import LearnerError, call, import_step
+from runtime.loading import stored_tensors
+from runtime.paths import step_file
+from runtime.tokenizer import tokenizer_of
+
+# MAX and matplotlib are imported inside the functions that use them: importing them takes seconds.
 
 TEXT = Path(__file__).parent / "data" / "ablation.txt"
 RISE = 0.01  # "removable" while the loss stays within 1% of the full model's
@@ -38,8 +45,6 @@ class Ablation:
 
     def __init__(self, model_cls, load_hf_weights, checkpoint, layer: int):
         from max.experimental import functional as F
-
-        from checker.running.loading import stored_tensors
 
         self.tensors = stored_tensors(checkpoint)
         self.name = f"transformer.h.{layer}.attn.c_proj.weight"  # Conv1D: [in, out]; head h owns rows h*D..
@@ -104,12 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default out/ablate-layerN.png)")
     parser.add_argument("--solutions", action="store_true", help="use the course's steps, not yours")
     args = parser.parse_args(argv)
+    runtime.setup()
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2
-    from checker.running.learner import LearnerError, call, import_step
-    from checker.paths import step_file
-    from checker.steps.step12 import tokenizer_of
 
     config = checkpoint.learner_config()
     ids = tokenizer_of(checkpoint).encode(args.text.read_text()).ids[: config.n_positions]

@@ -17,13 +17,20 @@ from pathlib import Path
 
 import numpy as np
 
+from runtime.checkpoints import checkpoint_for_command
+from runtime.hf import load_hf_model
+from runtime.learner import import_step
+from runtime.loading import hf_state
+from runtime.paths import step_file
+from runtime.standins import SEED
+
+# MAX and torch are imported inside the functions that use them: importing them takes seconds.
+
 OUT = Path("out")  # where figures and their JSON go by default (relative to the current folder)
 
 
 def checkpoint_and_layer(parser, layer: int):
     """The checkpoint for an exploration and a check of its --layer; None if there is no usable checkpoint."""
-    from checker.references.weights import checkpoint_for_command  # importing checker sets MAX's executor first
-
     checkpoint = checkpoint_for_command()
     if checkpoint is not None and not 0 <= layer < checkpoint.learner_config().n_layer:
         parser.error(f"--layer must be 0..{checkpoint.learner_config().n_layer - 1}")
@@ -37,17 +44,12 @@ def weights_note(checkpoint) -> str:
 
 def step07_class(solutions: bool):
     """GPT2MultiHeadAttention from the learner's step 07 (or the solution)."""
-    from checker.running.learner import import_step
-    from checker.paths import step_file
-
     return import_step(step_file("07", solution=solutions), "_explore_step07").GPT2MultiHeadAttention
 
 
 def attention_module(cls, config, checkpoint, layer: int):
     """`cls(config)` with block `layer`'s attention weights loaded."""
     from max.experimental import functional as F
-
-    from checker.running.loading import hf_state
 
     with F.lazy():
         module = cls(config)
@@ -59,8 +61,6 @@ def attention_module(cls, config, checkpoint, layer: int):
 def layer_input(checkpoint, ids: list[int], layer: int) -> tuple[np.ndarray, np.ndarray]:
     """Hugging Face's ln_1 output at `layer` [1, T, C], and its attention weights there [H, T, T]."""
     import torch
-
-    from checker.references.reference import load_hf_model
 
     model = load_hf_model(checkpoint)
     seen = {}
@@ -97,8 +97,6 @@ def entropy(weights: np.ndarray) -> np.ndarray:
 
 def settings(checkpoint, **extra) -> dict:
     """What a figure's JSON records so a learner can cite and reproduce it."""
-    from checker.references.synthetic import SEED
-
     return {
         "checkpoint": checkpoint.describe(),
         "real_gpt2": checkpoint.is_real,

@@ -1,4 +1,5 @@
-"""`pixi run s07 --explore`: three facts about multi-head attention, shown on your step 07.
+"""`pixi run s07 --explore` (python -m explore.equivalence): three facts about multi-head attention, shown on
+your step 07.
 
 1. Parameters: c_attn + c_proj hold 4 d^2 + 4 d numbers (d = n_embd), whatever
    the number of heads: splitting into heads reshapes, it adds no weights.
@@ -13,12 +14,23 @@ Shapes: B sequences, T tokens, d = C = n_embd, H heads, D = C / H.
 
 from __future__ import annotations
 
+import argparse
 import copy
+import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
+import runtime
 from checker.references import attention_np
+from checker.references.reference import activations
+from explore.attention import attention_module, checkpoint_and_layer, settings
+from runtime.learner import LearnerError, call, import_step
+from runtime.paths import REPO, shown, step_file
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 SINGLE_HEAD_TOL = 1e-5
 LOOP_TOL = 1e-10  # float64 against float64
@@ -73,8 +85,6 @@ def looped(x: np.ndarray, p: dict[str, np.ndarray], H: int) -> np.ndarray:
 def _module_output(cls, config, checkpoint, layer: int, x: np.ndarray) -> np.ndarray:
     from max.experimental.tensor import Tensor
 
-    from explore.attention import attention_module
-
     module = attention_module(cls, config, checkpoint, layer)
     return np.from_dlpack(module(Tensor.from_dlpack(np.ascontiguousarray(x, np.float32)))).astype(np.float64)
 
@@ -92,7 +102,8 @@ def explore(cls, checkpoint, refs: dict[str, np.ndarray], layer: int) -> tuple[b
     lines.append(f"1. parameters of c_attn + c_proj: {counts[H]:,} = 4*{d}^2 + 4*{d} = {formula:,}: "
                  f"{'yes' if counts[H] == formula else 'NO'}")
     lines.append(f"   the same for all {len(counts)} head counts that divide {d} ({', '.join(map(str, counts))})"
-                 if same else "   NOT the same for every head count: " + ", ".join(f"{h}: {n:,}" for h, n in counts.items()))
+                 if same
+                 else "   NOT the same for every head count: " + ", ".join(f"{h}: {n:,}" for h, n in counts.items()))
 
     x = refs["ln_1"].astype(np.float64)  # [B, T, C], block `layer`'s real attention input
     p = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
@@ -115,3 +126,33 @@ def explore(cls, checkpoint, refs: dict[str, np.ndarray], layer: int) -> tuple[b
             "single_head_max_diff": diff1, "loops_vs_reshape_max_diff": diff_loop,
             "loops_vs_module_max_diff": diff_yours, "all_hold": bool(ok)}
     return ok, lines, data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m explore.equivalence", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file", type=Path, default=None, help="a step 07 file (default: steps/step_07.py)")
+    parser.add_argument("--solutions", action="store_true", help="the course's step 07, not yours")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per call into your code")
+    args = parser.parse_args(argv)
+    runtime.setup()
+    path = args.file.resolve() if args.file else step_file("07", solution=args.solutions)
+    if (checkpoint := checkpoint_and_layer(parser, 0)) is None:
+        return 2
+    try:
+        cls = import_step(path, "_explore_checked").GPT2MultiHeadAttention
+        ok, lines, data = call(explore, cls, checkpoint, activations(checkpoint), checkpoint.layer,
+                               timeout=args.timeout)
+    except (LearnerError, AttributeError) as e:
+        print(f"--explore could not run your module ({shown(path)}): {e}")
+        return 1
+    print(f"What multi-head attention is, shown on your module (GPT-2 h[{checkpoint.layer}] weights):")
+    print("\n".join(lines))
+    out = REPO / "out" / "explore-07.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**data, **settings(checkpoint, file=str(path), layer=checkpoint.layer)}, indent=1))
+    print(f"Wrote {out.relative_to(REPO)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

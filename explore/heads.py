@@ -19,8 +19,23 @@ from pathlib import Path
 
 import numpy as np
 
-from explore.attention import (OUT, attention_module, checkpoint_and_layer, entropy, layer_input, save, settings,
-                               step07_class, weights_note, weights_of)
+import runtime
+from explore.attention import (
+    OUT,
+    attention_module,
+    checkpoint_and_layer,
+    entropy,
+    layer_input,
+    save,
+    settings,
+    step07_class,
+    weights_note,
+    weights_of,
+)
+from runtime.learner import LearnerError, call
+from runtime.tokenizer import tokenizer_of
+
+# matplotlib is imported inside the functions that use it: importing it takes seconds.
 
 
 def figure(weights: np.ndarray, tokens: list[str], ent: np.ndarray, title: str):
@@ -57,11 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default out/heads-layerN.png)")
     parser.add_argument("--solutions", action="store_true", help="use the course's step 07, not yours")
     args = parser.parse_args(argv)
+    runtime.setup()
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2
-    from checker.running.learner import LearnerError, call
-    from checker.steps.step12 import tokenizer_of
 
     config = checkpoint.learner_config()
     tokenizer = tokenizer_of(checkpoint)
@@ -86,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Weights: {checkpoint.describe()}")
     print(f"{title.replace(chr(10), '; ')}\n{len(ids)} tokens: {' | '.join(tokens)}")
     for h in np.argsort(ent):
-        print(f"  head {h:2d}  entropy {ent[h]:.3f} nats  (top key of the last token: {tokens[int(weights[h, -1].argmax())]!r})")
+        print(f"  head {h:2d}  entropy {ent[h]:.3f} nats  (top key of the last token: "
+              f"{tokens[int(weights[h, -1].argmax())]!r})")
     print(f"max |your weights - transformers'| = {diff:.1e}")
     print(f"Wrote {out} and {out.with_suffix('.json')}")
     return 0

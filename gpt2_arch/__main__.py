@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from checker.paths import shown, step_file
-from checker.running.server import MODEL, Server, ServerError
-from checker.references.weights import find_checkpoint
+import runtime
+from runtime.checkpoints import find_checkpoint
+from runtime.paths import shown, step_file
+from runtime.server import MODEL, Server, ServerError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="serve the course's solutions instead of your steps")
     parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args(argv)
+    runtime.setup()
     path = step_file("14", solution=args.solutions)
     checkpoint = find_checkpoint()
     print(f"Weights: {checkpoint.describe()}")

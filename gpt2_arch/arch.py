@@ -12,7 +12,6 @@ from gpt2_arch.config import GPT2ArchConfig
 from gpt2_arch.model import GPT2BatchProcessor, GPT2PipelineModel
 from gpt2_arch.tokenizer import GPT2Tokenizer
 
-
 gpt2_arch = SupportedArchitecture(
     name="GPT2LMHeadModel",
     task=PipelineTask.TEXT_GENERATION,

@@ -2,7 +2,7 @@
 
 MAX's server answers /v1/completions, but where a client would notice it does otherwise than OpenAI's
 API. This middleware changes each request before MAX reads it and each answer before the client does
-(the README's serving table lists the same):
+(the book's step 14 page lists the same):
 
     parameter            MAX 26.7 alone                           here (OpenAI's completions API)
     echo                 the prompt is not echoed                 the text starts with the prompt; with

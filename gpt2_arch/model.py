@@ -8,25 +8,32 @@ and returns every new row's logits [T, V] float32 (the learner's GPT2Paged) with
 (input_row_offsets), and each request's next-token logits [B, V], the rows the learner's last_rows
 picks. MAX's serving stack samples from the last, and computes log-probabilities from both: `echo`
 with `logprobs` (an evaluation harness scoring a prompt) reads every prompt row's logits, which MAX
-keeps only when started with --enable-echo (checker.running.server starts it so).
+keeps only when started with --enable-echo (runtime.server starts it so).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 from max import tree
+from max.experimental import functional as F
 from max.experimental.nn import Module
 from max.nn.kv_cache import KVCacheInputsPerDevice
 from max.pipelines.architectures.llama3_modulev3.batch_processor import Llama3ModuleV3BatchProcessor
 from max.pipelines.context import TextContext
-from max.experimental import functional as F
 from max.pipelines.lib import ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
 from max.pipelines.lib.log_probabilities import LogProbabilitiesMixin
+from safetensors.numpy import load_file
 
 from gpt2_arch.config import GPT2ArchConfig
+from runtime.checkpoints import learner_config
+from runtime.files import MODEL_FILE
+from runtime.learner import LearnerError, import_step, imported_steps
+
+# huggingface_hub is imported inside the functions that use it: importing it takes seconds.
 
 REPO = Path(__file__).resolve().parent.parent
 STEP14 = "GPT2_STEP14"  # the environment variable naming the step 14 file to serve
@@ -52,19 +59,10 @@ def checkpoint_folder(model_path: str) -> Path:
 def learner_model(kv_params, checkpoint_dir: Path):
     """The learner's GPT2Paged around their step 11 GPT2LMHeadModel, loaded by their load_hf_weights, and
     their last_rows."""
-    import json
-
-    from max.experimental import functional as F
-    from safetensors.numpy import load_file
-
-    import checker.steps  # noqa: F401  (every step registers its check: used_modules places files by them)
-    from checker.harness.deps import used_modules
-    from checker.running.learner import LearnerError, import_step
-    from checker.references.weights import MODEL_FILE, learner_config
-
     path = step14_file()
     fourteen = import_step(path, "_served_step14")
-    eleven = used_modules(fourteen).get("11")  # the step 11 file step 14 imports, as the check finds it
+    eleven = next((m for m in imported_steps(fourteen).values()  # the file that defines the model
+                   if getattr(getattr(m, "GPT2LMHeadModel", None), "__module__", None) == m.__name__), None)
     if eleven is None:
         raise LearnerError(f"{path.name} imports no step 11: import GPT2LMHeadModel and load_hf_weights from it")
     config = learner_config(json.loads((checkpoint_dir / "config.json").read_text()))

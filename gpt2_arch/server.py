@@ -1,5 +1,5 @@
 """`max serve` with OpenAI's /v1/completions semantics: MAX 26.7's own server, its app wrapped in
-gpt2_arch.completions.Completions. checker.running.server runs it (pixi run serve, step 14's check):
+gpt2_arch.completions.Completions. runtime.server runs it (pixi run serve, step 14's check):
 
     python -m gpt2_arch.server serve --custom-architectures gpt2_arch --model <checkpoint folder> ...
 
@@ -15,6 +15,8 @@ import sys
 from max._entrypoints.cli.serve import serve_api_and_model_worker as launch
 
 from gpt2_arch.completions import Completions
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 _max_app = launch.fastapi_app
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from max.pipelines.context import InputError
 from max.pipelines.lib import TextTokenizer
 
+# transformers is imported inside the functions that use it: importing it takes seconds.
+
 
 def model_limits(model_path: str) -> tuple[int, int]:
     """(vocab_size, n_positions) from the checkpoint's config.json (a folder, or a repo in the hub's cache)."""

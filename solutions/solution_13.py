@@ -19,9 +19,8 @@ One compiled graph serves prefill and decode: P is a symbolic dimension,
 known only when the graph runs.
 """
 
-from collections.abc import Iterator
-
 import math
+from collections.abc import Iterator
 
 import numpy as np
 from max.experimental import functional as F

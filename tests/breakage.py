@@ -36,7 +36,8 @@ def at_start(stmt: str) -> Callable[[str, str], str]:
     """Puts `stmt` first in the step's entry function (after its docstring)."""
     def edit(source: str, step: str) -> str:
         fn = _node(source, ENTRY[step])
-        first = fn.body[1] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body[0]
+        first = (fn.body[1] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant)
+                 else fn.body[0])
         lines = source.splitlines(keepends=True)
         lines.insert(first.lineno - 1, " " * first.col_offset + stmt + "\n")
         return (_MAX if "_T." in stmt else "") + "".join(lines)
@@ -206,7 +207,8 @@ MACHINE = {t.name: t for t in [
     Trouble("a read-only .cache/ folder", "", "nothing: references are recomputed each time instead of cached"),
     Trouble("Python older than 3.13", "This course needs Python 3.13",
             "use `pixi run`, or make the venv with python3.13"),
-    Trouble("a missing package", "Missing Python package(s)", "`pixi install`, or the pip set-up's second line in your venv"),
+    Trouble("a missing package", "Missing Python package(s)",
+            "`pixi install`, or the pip set-up's second line in your venv"),
     Trouble("running from another folder", "", "nothing: paths are found from the repository, not the current folder"),
 ]}
 

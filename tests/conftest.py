@@ -21,13 +21,16 @@ from pathlib import Path
 import pytest
 
 os.environ["GPT2_WEIGHTS"] = "synthetic"
-os.environ["GPT2_CHECK_SERVE"] = "0"  # step 14's served part: one server per session (tests/test_step14.py), not one per check
+# step 14's served part: one server per session (tests/test_step14.py), not one per check
+os.environ["GPT2_CHECK_SERVE"] = "0"
 
-import checker.steps  # noqa: E402, F401  (each step registers its check: checker.registry)
-from checker import warmup  # noqa: E402
+import runtime  # noqa: E402
+from checker import registry, warmup  # noqa: E402
 from checker.reporting.compare import CORRECT_MARGIN  # noqa: E402
-from checker.paths import REPO, finished_step  # noqa: E402
-from checker.references.weights import find_checkpoint  # noqa: E402
+from runtime.checkpoints import find_checkpoint  # noqa: E402
+from runtime.paths import REPO, finished_step  # noqa: E402
+
+runtime.setup()  # before any test imports MAX
 
 
 STANDINS = ("synthetic", "scale")
@@ -83,8 +86,8 @@ def tier(item) -> str:
 
 def pytest_configure(config):
     """Before pytest-xdist starts its workers, which import MAX side by side: MAX's Mojo-built modules,
-    built once (checker.running.mojo_modules; a fresh venv's two workers once failed at collection)."""
-    from checker.running.mojo_modules import build_once
+    built once (runtime.mojo_modules; a fresh venv's two workers once failed at collection)."""
+    from runtime.mojo_modules import build_once
 
     build_once()
 
@@ -119,8 +122,8 @@ def checkpoints():
 
     Under pytest-xdist each worker asks; a lock lets the first make everything while the others wait.
     """
-    from checker.paths import CACHE
     from checker.harness.runner import prepare
+    from runtime.paths import CACHE
 
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "tests.lock", "w") as lock:
@@ -158,7 +161,7 @@ def one_server():
     a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory (xdist_group keeps
     test_serving.py's tests together, but step 14's tests, the bench and the package-import test start servers
     of their own). Within a worker the slot is shared: a module's server and a test's own may run together."""
-    from checker.paths import CACHE
+    from runtime.paths import CACHE
 
     global _held
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -191,7 +194,7 @@ def step_folder(tmp_path_factory) -> Path:
     emptied first and its modules forgotten. MAX keys a Mojo kernel's built package, and every graph that
     calls it, by the kernel's path: in one folder, a kernel unchanged since the test before is not built
     and compiled again (steps 15-16)."""
-    from checker.running.learner import package_of
+    from runtime.learner import package_of
 
     folder = tmp_path_factory.getbasetemp() / "step_folder"
     shutil.rmtree(folder, ignore_errors=True)
@@ -266,14 +269,37 @@ def mutate(source: str, old: str | tuple, new: str | tuple) -> str:
     return source.replace(old, new)
 
 
+def catalogued(step: str, mistake: str):
+    """Step `step`'s catalogued Mistake `mistake` (its id), with the edit that makes it in the solution."""
+    return next(m for m in registry.step(step).catalogue if m.id == mistake)
+
+
+def with_mistake(step: str, mistake: str) -> str:
+    """Step `step`'s solution with a catalogued mistake of its Python made."""
+    edit = catalogued(step, mistake).edit
+    assert not edit.file, f"{mistake} is made in {edit.file}, not in the step's Python"
+    return mutate(solution_source(step), edit.old, edit.new)
+
+
+def write_mistake(folder: Path, step: str, mistake: str) -> Path:
+    """The solution of `step` in `folder` with the catalogued mistake made, in its Python or its kernel's Mojo
+    (and the kernel beside it); returns the step file's path."""
+    edit = catalogued(step, mistake).edit
+    if edit.file:
+        return write_kernel_step(folder, mutate(kernel_source(step), edit.old, edit.new), step)
+    path = folder / f"step_{step}.py"
+    path.write_text(mutate(solution_source(step), edit.old, edit.new))
+    add_kernel(path, step)
+    return path
+
+
 def course_clone(parent: Path, steps: dict[str, str]) -> Path:
     """A clone of the course in parent/clone whose steps/ hold `steps` (file name -> source); the
     checkpoints and cached references are the suite's own."""
     repo = parent / "clone"
     repo.mkdir()
-    for name in ("checker", "solutions"):
+    for name in ("runtime", "checker", "explore", "gpt2", "solutions"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "gpt2.py", repo)
     (repo / "steps").mkdir()
     (repo / "steps" / "__init__.py").write_text("")
     for name, source in steps.items():
@@ -361,9 +387,11 @@ def pytest_terminal_summary(terminalreporter):
                 for step, results in MUTATION_RESULTS.items()}
         _table(write, ["mistakes", "on synthetic", "on GPT-2-scale", "caught", "named"], rows)
     if UNSEEN_RESULTS:
-        terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, misleading")
+        terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, "
+                                 "misleading")
         _table(write, ["mutations", "failed", "placed", "misleading"],
-               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))] for step, r in UNSEEN_RESULTS.items()})
+               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))]
+                for step, r in UNSEEN_RESULTS.items()})
     if GIVEAWAY:
         terminalreporter.section("skeletons: how much of each solution their comments and docstrings give away")
         write("| step | given away | of tokens to write | share |")
@@ -373,7 +401,8 @@ def pytest_terminal_summary(terminalreporter):
         given, total = (sum(v[i] for v in GIVEAWAY.values()) for i in (0, 1))
         write(f"| all | {given} | {total} | {given / max(total, 1):.0%} |")
     if MARGINS:
-        terminalreporter.section(f"margins: worst max|diff| / allowed of a correct implementation (limit {MARGIN_LIMIT})")
+        terminalreporter.section("margins: worst max|diff| / allowed of a correct implementation "
+                                 f"(limit {MARGIN_LIMIT})")
         write("| step | part | synthetic | GPT-2-scale |")
         write("|---|---|---|---|")
         for (step, part), worst in sorted(MARGINS.items()):

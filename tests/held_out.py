@@ -18,10 +18,12 @@ _LOOP = "for block in self.h:\n            hidden_states = block(hidden_states)"
 
 HELD_OUT: dict[str, dict[str, tuple[str, str, str]]] = {
     "03": {
-        "variance doubled": ("var = (centered * centered).mean(axis=-1)", "var = 2 * (centered * centered).mean(axis=-1)",
+        "variance doubled": ("var = (centered * centered).mean(axis=-1)",
+                             "var = 2 * (centered * centered).mean(axis=-1)",
                              "division by the standard deviation: with weight 1 and bias 0 its rows spread"),
         "half the mean subtracted": ("centered = x - mean", "centered = x - 0.5 * mean", "centring: with weight 1"),
-        "weight squared": (_LN_RETURN, "return centered / F.sqrt(var + self.eps) * self.weight * self.weight + self.bias",
+        "weight squared": (_LN_RETURN,
+                           "return centered / F.sqrt(var + self.eps) * self.weight * self.weight + self.bias",
                            "scale by weight: with bias 0 the result is not"),
         "bias added twice": (_LN_RETURN, "return centered / F.sqrt(var + self.eps) * self.weight + 2 * self.bias",
                              "shift by bias: with weight 1 the result is not"),
@@ -32,7 +34,8 @@ HELD_OUT: dict[str, dict[str, tuple[str, str, str]]] = {
                        "the activation between them (read through c_fc and c_proj): at x = -2, -1, 0, 1, 2"),
         "a constant added after c_proj": (_MLP_RETURN, "return self.c_proj(hidden_states) + 0.5",
                                           "something is added around them"),
-        "c_proj before the activation": (("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]\n        " + _MLP_GELU,
+        "c_proj before the activation": (("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]\n"
+                                          "        " + _MLP_GELU,
                                           _MLP_RETURN),
                                          ("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]",
                                           'return F.gelu(self.c_proj(hidden_states), approximate="tanh")'),
@@ -73,18 +76,22 @@ HELD_OUT: dict[str, dict[str, tuple[str, str, str]]] = {
                                  "the sub-layer's output is added to the stream (ln passing x on, the sub-layer "
                                  "doubling it): no"),
         "ln after the sub-layer too": (_RESIDUAL, "return residual + ln(sublayer(ln(hidden_states)))",
-                                       "the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: x + (2x + 1)): no"),
+                                       "the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: "
+                                       "x + (2x + 1)): no"),
     },
     "09": {
-        "the MLP half without its residual": (_BLOCK, "hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
+        "the MLP half without its residual": (_BLOCK,
+                                              "hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
                                               "        return self.mlp(self.ln_2(hidden_states))",
                                               "the MLP half alone (the attention silenced): is not"),
-        "the attention half doubled": (_BLOCK, "hidden_states = hidden_states + 2 * self.attn(self.ln_1(hidden_states))\n"
+        "the attention half doubled": (_BLOCK,
+                                       "hidden_states = hidden_states + 2 * self.attn(self.ln_1(hidden_states))\n"
                                        "        return residual_step(hidden_states, self.ln_2, self.mlp)",
                                        "the attention half alone (the MLP silenced): is not"),
         "the MLP half added to the block's input": (
             _BLOCK, "x = hidden_states\n        hidden_states = residual_step(hidden_states, self.ln_1, self.attn)\n"
-            "        return x + self.mlp(self.ln_2(hidden_states))", "the attention half alone (the MLP silenced): is not"),
+            "        return x + self.mlp(self.ln_2(hidden_states))",
+            "the attention half alone (the MLP silenced): is not"),
         "the MLP reading the attention twice": (
             _BLOCK, "attn_output = self.attn(self.ln_1(hidden_states))\n"
             "        hidden_states = hidden_states + attn_output\n"

@@ -33,7 +33,8 @@ STYLES: dict[str, dict[str, tuple]] = {
             "    zeros = F.broadcast_to(Tensor(0.0, dtype=dtype, device=device), [sequence_length, total])\n"
             "    return F.where(band == 1.0, zeros, mask)")),
         "log of a band of ones": (('Tensor(float("-inf"),', _MASK),
-                                  ("Tensor(1.0,", "return F.log(F.band_part(mask, num_lower=None, num_upper=num_tokens))")),
+                                  ("Tensor(1.0,",
+                                   "return F.log(F.band_part(mask, num_lower=None, num_upper=num_tokens))")),
         "the future as ones minus the band": (_MASK, (
             "ones = F.broadcast_to(Tensor(1.0, dtype=dtype, device=device), [sequence_length, total])\n"
             "    future = ones - F.band_part(ones, num_lower=None, num_upper=num_tokens)  # 1 after the band\n"
@@ -51,7 +52,8 @@ STYLES: dict[str, dict[str, tuple]] = {
              "        return self.c_proj(hidden_states)  # [B, T, C]"),
             'return self.c_proj(F.gelu(self.c_fc(hidden_states), approximate="tanh"))'),
         "weights by hand": (
-            ("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]", "return self.c_proj(hidden_states)  # [B, T, C]"),
+            ("hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]",
+             "return self.c_proj(hidden_states)  # [B, T, C]"),
             ("hidden_states = hidden_states @ self.c_fc.weight.T + self.c_fc.bias",
              "return hidden_states @ self.c_proj.weight.T + self.c_proj.bias")),
     },
@@ -135,7 +137,8 @@ STYLES: dict[str, dict[str, tuple]] = {
         "ln_f on every position, then the last": (
             "last = t.ln_f(x[:, -1, :])", "last = t.ln_f(x)[:, -1]"),
         "generate that keeps the cache in a dict by call": (
-            ("    cache = empty_cache(config, 1)\n", "        logits, *cache = model(Tensor.from_dlpack(ids), *cache)\n"),
+            ("    cache = empty_cache(config, 1)\n",
+             "        logits, *cache = model(Tensor.from_dlpack(ids), *cache)\n"),
             ("    state = {\"cache\": empty_cache(config, 1)}\n",
              "        logits, *rest = model(Tensor.from_dlpack(ids), *state[\"cache\"])\n"
              "        state[\"cache\"] = rest\n")),
@@ -151,14 +154,17 @@ STYLES: dict[str, dict[str, tuple]] = {
             "return t.ln_f(x) @ t.wte.weight.T", "return F.matmul(t.ln_f(x), F.transpose(t.wte.weight, 0, 1))"),
         "last rows as the next request's start minus one, from a slice": (
             "return F.cast(input_row_offsets[1:], DType.int64) - 1",
-            "ends = F.cast(input_row_offsets, DType.int64)\n    return ends[1:] - Tensor(1, dtype=DType.int64, device=ends.device)"),
+            "ends = F.cast(input_row_offsets, DType.int64)\n"
+            "    return ends[1:] - Tensor(1, dtype=DType.int64, device=ends.device)"),
     },
     "15": {
         "each block's four Linears named, not found by walking the modules": (
             "        use_kernel(self.transformer)\n",
             "        for block in self.transformer.h:\n"
-            "            block.attn.c_attn, block.attn.c_proj = KernelLinear(block.attn.c_attn), KernelLinear(block.attn.c_proj)\n"
-            "            block.mlp.c_fc, block.mlp.c_proj = KernelLinear(block.mlp.c_fc), KernelLinear(block.mlp.c_proj)\n"),
+            "            block.attn.c_attn, block.attn.c_proj = "
+            "KernelLinear(block.attn.c_attn), KernelLinear(block.attn.c_proj)\n"
+            "            block.mlp.c_fc, block.mlp.c_proj = "
+            "KernelLinear(block.mlp.c_fc), KernelLinear(block.mlp.c_proj)\n"),
         "rows taken with an index and put back with unsqueeze": (
             "        rows = x.reshape([-1, x.shape[-1]])  # [B, in]: one row per sequence\n"
             "        return matvec(rows, self.weight, self.bias).reshape([*x.shape[:-1], self.weight.shape[0]])",
@@ -193,7 +199,9 @@ STYLES: dict[str, dict[str, tuple]] = {
             "                if isinstance(child, Linear):\n"
             "                    setattr(module, name, QuantizedLinear(child))\n",
             "        for block in self.transformer.h:\n"
-            "            block.attn.c_attn, block.attn.c_proj = QuantizedLinear(block.attn.c_attn), QuantizedLinear(block.attn.c_proj)\n"
-            "            block.mlp.c_fc, block.mlp.c_proj = QuantizedLinear(block.mlp.c_fc), QuantizedLinear(block.mlp.c_proj)\n"),
+            "            block.attn.c_attn, block.attn.c_proj = "
+            "QuantizedLinear(block.attn.c_attn), QuantizedLinear(block.attn.c_proj)\n"
+            "            block.mlp.c_fc, block.mlp.c_proj = "
+            "QuantizedLinear(block.mlp.c_fc), QuantizedLinear(block.mlp.c_proj)\n"),
     },
 }

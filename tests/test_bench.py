@@ -61,8 +61,8 @@ def test_a_decode_that_forgets_its_cache_fails(tmp_path):
 def test_weight_bytes_per_token_counts_what_a_decode_step_reads():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from checker.references.bandwidth import weight_bytes_per_token
-    from checker.references.weights import learner_config
+    from runtime.bandwidth import weight_bytes_per_token
+    from runtime.checkpoints import learner_config
 
     config = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64)
     model = GPT2LMHeadModel(config)
@@ -130,10 +130,10 @@ def test_serving_figures_are_computed_from_the_clocks():
 def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):
     """bench.serve's generate() with its clock and vocabulary mask equals a plain argmax loop."""
     import torch
+    from transformers import GPT2LMHeadModel
 
     from bench.__main__ import _hf_tiny
     from bench.serve import prompts, transformers_level
-    from transformers import GPT2LMHeadModel
 
     model = GPT2LMHeadModel.from_pretrained(_hf_tiny(tmp_path)).eval()
     vocab, batch = 300, prompts(list(range(300)), 2, 5, seed=0)
@@ -152,7 +152,7 @@ def test_prompts_are_drawn_from_whole_characters():
     from transformers import AutoTokenizer
 
     from bench.serve import prompts, whole_characters
-    from checker.references.weights import find_checkpoint
+    from runtime.checkpoints import find_checkpoint
 
     tokenizer = AutoTokenizer.from_pretrained(find_checkpoint("synthetic").path)
     ids = whole_characters(tokenizer, len(tokenizer))
@@ -204,8 +204,8 @@ def test_int8_split_times_the_step_before_and_after_and_its_products(tmp_path):
     import solutions.solution_16 as sixteen
     from bench.__main__ import _hf_tiny, _int8_model
     from bench.matvec import int8_split
-    from checker.references.weights import learner_config
-    from checker.steps.step15 import compile_decode
+    from runtime.checkpoints import learner_config
+    from runtime.compiling import compile_decode
     from solutions.solution_13 import attention_with_cache
 
     folder = _hf_tiny(tmp_path)

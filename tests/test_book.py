@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from checker.paths import REPO
+from runtime.paths import REPO
 
 BOOK = REPO / "book"
 PAGES = sorted((BOOK / "docs").rglob("*.md"))
@@ -68,13 +68,13 @@ def test_worked_examples_are_computed_when_the_book_builds(tmp_path):
 
 
 def _defined(online_book: bool = False) -> set[str]:
-    """Every class, function, method and class field in the solutions, steps, checker, explore and gpt2.py;
+    """Every class, function, method and class field in the solutions, steps, checker, runtime, explore and gpt2;
     with `online_book`, also in the online book's files as tests/book and tests/book_feb hold them (the
     page that compares the two names the book's)."""
     names = set()
     book_files = [*REPO.glob("tests/book/*.py"), *REPO.glob("tests/book_feb/*.py")] if online_book else []
-    for path in [*REPO.glob("solutions/*.py"), *REPO.glob("checker/**/*.py"), *REPO.glob("explore/*.py"), REPO / "gpt2.py",
-                 *book_files]:
+    for path in [*REPO.glob("solutions/*.py"), *REPO.glob("checker/**/*.py"), *REPO.glob("explore/*.py"),
+                 *REPO.glob("gpt2/*.py"), *REPO.glob("runtime/*.py"), *book_files]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
                 names.add(node.name)
@@ -116,7 +116,8 @@ def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str
                 bad.append(code)
         elif re.fullmatch(r"[\w./-]+\.(py|toml|md|txt|yml)", code) or re.fullmatch(r"[\w-]+/[\w./-]*", code):
             generated = code.split("/")[0] in ("weights", "out", ".cache")  # made when the course runs
-            if "NN" not in code and not generated and (REPO / code.split("/")[0]).exists() and not (REPO / code).exists():
+            if ("NN" not in code and not generated and (REPO / code.split("/")[0]).exists()
+                    and not (REPO / code).exists()):
                 bad.append(code)
         elif re.fullmatch(r"F\.\w+", code):
             if code not in max_names:

@@ -1,12 +1,13 @@
 """Files written to Modular's online book (Jan 2026 layout: its contracts, MAX 25.7 and 26.1 names)
 get a numeric verdict from every check: tests/book/ holds a complete set of twelve, written here
-to the book's pages. Each row of the book's "Coming from the online book" table (book/docs/online-book.md) is a step below."""
+to the book's pages. Each row of the book's "Coming from the online book" table
+(book/docs/online-book.md) is a step below."""
 
 from __future__ import annotations
 
 import pytest
 
-from checker.paths import REPO
+from runtime.paths import REPO
 from tests.conftest import check_reports, course_clone, run_python
 
 BOOK = REPO / "tests" / "book"
@@ -59,8 +60,7 @@ def test_old_max_names_are_resolved_and_the_change_is_said(book_reports):
 
 def test_the_books_mask_hint_is_named_with_its_context(write_step, checkpoint):
     """The book's step 02 hint, band_part(..., num_upper=0), ignores the cached tokens."""
-    from checker.steps import step02
-
+    from checker.steps.step02 import check as step02
     source = (BOOK / "step_02.py").read_text().replace("num_upper=num_tokens", "num_upper=0")
     report = step02.check(write_step(source, "step_02.py"), checkpoint)
     part = next(p for p in report.parts if p.name == "with cache")
@@ -74,8 +74,7 @@ def test_the_books_mask_hint_is_named_with_its_context(write_step, checkpoint):
 ])
 def test_book_sampling_mistakes_are_named(write_step, checkpoint, wrong, mistake):
     """The book's sampler, with the temperature left out or multiplied, through the step 12 adapter."""
-    from checker.steps import step12
-
+    from checker.steps.step12 import check as step12
     source = (BOOK / "step_12.py").read_text().replace("logits / Tensor.constant(temperature,", wrong)
     report = step12.check(write_step(source, "step_12.py"), checkpoint)
     part = next(p for p in report.parts if p.name == "distribution")

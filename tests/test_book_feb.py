@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from checker.paths import REPO
+from runtime.paths import REPO
 from tests.conftest import check_reports, course_clone
 
 BOOK = REPO / "tests" / "book_feb"

@@ -1,6 +1,7 @@
 """The mistake catalogue, proven by mutation: every mistake a step's check
-lists in CATALOGUE, injected into a copy of the solution (tests/injections.py),
-must fail the check and be named as the diagnosis of the first failing part.
+lists in its catalogue, made in a copy of the solution by its own edit (Mistake.edit,
+in checker/steps/stepNN/mistakes.py), must fail the check and be named as the
+diagnosis of the first failing part.
 
 The summary table (step, mistakes, caught, named) is printed at the end of the
 test run; the book's checks page (book/docs/checks.md) keeps the same figures, and a test holds them together.
@@ -10,19 +11,17 @@ import re
 
 import pytest
 
-from checker.catalogue import catalogue
-from checker.paths import REPO
 from checker import registry
+from checker.catalogue import catalogue
 from checker.reporting.report import PASS
-from tests.conftest import KERNELS, add_kernel, alternating, kernel_source, mutate, solution_source, write_kernel_step
-from tests.injections import INJECTIONS
+from runtime.paths import REPO
+from tests.conftest import alternating, catalogued, kernel_source, mutate, solution_source, write_mistake
 
-CASES = alternating([(step, mistake) for step in registry.steps() for mistake in INJECTIONS.get(step, {})])
+CASES = alternating([(step, m.id) for step in registry.steps() for m in catalogue(step)])
 
 
 def _in_mojo(step: str, mistake: str) -> bool:
-    old = INJECTIONS[step][mistake][0]
-    return step in KERNELS and (old if isinstance(old, str) else old[0]) in kernel_source(step)
+    return bool(catalogued(step, mistake).edit.file)
 
 
 # Step 16's kernel mistakes in Mojo after its first: each a Mojo compile (~85 s), in the heavy tier for CI's
@@ -35,10 +34,13 @@ PARAMS = [pytest.param(*case, id=f"{case[0]}-{case[1]}-{case[2]}",
 
 
 @pytest.mark.parametrize("step", registry.steps())
-def test_every_catalogued_mistake_has_one_injection(step):
+def test_every_catalogued_mistake_has_an_edit_that_applies_once(step):
     ids = [m.id for m in catalogue(step)]
     assert len(ids) == len(set(ids)), f"step {step} names two mistakes alike"
-    assert sorted(ids) == sorted(INJECTIONS.get(step, {})), "catalogue and injections disagree"
+    for m in catalogue(step):
+        assert m.edit is not None, f"{m.id} has no edit: the suite cannot make it"
+        source = kernel_source(step) if m.edit.file else solution_source(step)
+        assert mutate(source, m.edit.old, m.edit.new) != source, m.id
 
 
 @pytest.mark.parametrize("step", registry.steps())
@@ -49,12 +51,7 @@ def test_every_mistake_says_what_and_hints(step):
 
 @pytest.mark.parametrize("step, mistake, standin", PARAMS)
 def test_injected_mistake_is_caught_and_named(checkpoints, write_step, record_property, step, mistake, standin):
-    old, new = INJECTIONS[step][mistake]
-    if _in_mojo(step, mistake):  # a mistake in the Mojo
-        path = write_kernel_step(write_step("", "unused").parent, mutate(kernel_source(step), old, new), step)
-    else:
-        path = write_step(mutate(solution_source(step), old, new), f"step_{step}.py")
-        add_kernel(path, step)
+    path = write_mistake(write_step("", "unused").parent, step, mistake)
     report = registry.step(step).check(path, checkpoints[standin])
     failing = [p for p in report.parts if p.status != PASS]
     named = bool(failing) and failing[0].mistake is not None and failing[0].mistake.id == mistake

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from checker.harness import verdicts
-from checker.paths import finished_step
+from runtime.paths import finished_step
 from tests.conftest import mutate, run_python
 
 # step -> (text of its finished file, what replaces it, what the fault is)

@@ -6,13 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from checker.paths import REPO
 from checker.references.reference import activations
 from explore import ablate, heads
 from explore.attention import entropy, step07_class
 from explore.equivalence import explore, head_counts
-from tests.conftest import mutate, run_python, solution_source
-from tests.injections import INJECTIONS
+from runtime.paths import REPO
+from tests.conftest import run_python, with_mistake
 
 TEXT = "The cat sat on the mat because it was tired"
 
@@ -43,7 +42,8 @@ def test_heads_figure_has_one_panel_per_head():
     assert sum(ax.get_visible() and ax.axison for ax in fig.axes[:-1]) == 6  # the last axes is the colour bar
     assert fig.axes[0].get_xlabel() == "key token" and fig.axes[0].get_ylabel() == "query token"
     assert fig.axes[-1].get_ylabel() == "attention weight"
-    assert [ax.get_title() for ax in fig.axes[:2]] == [f"head 0  H={entropy(w)[0]:.2f}", f"head 1  H={entropy(w)[1]:.2f}"]
+    assert [ax.get_title() for ax in fig.axes[:2]] == [f"head 0  H={entropy(w)[0]:.2f}",
+                                                        f"head 1  H={entropy(w)[1]:.2f}"]
 
 
 def test_heads_on_an_unfinished_step_says_so(checkpoint, capsys):
@@ -60,9 +60,9 @@ def test_equivalences_hold_for_the_solution(checkpoint):
 
 
 def test_equivalences_catch_a_wrong_module(checkpoint, write_step):
-    from checker.running.learner import import_step
+    from runtime.learner import import_step
 
-    path = write_step(mutate(solution_source("07"), *INJECTIONS["07"]["scale-sqrt-n-embd"]))
+    path = write_step(with_mistake("07", "scale-sqrt-n-embd"))
     ok, lines, _ = explore(import_step(path, "_wrong07").GPT2MultiHeadAttention, checkpoint, activations(checkpoint),
                            checkpoint.layer)
     assert not ok and "vs your module" in lines[-1]

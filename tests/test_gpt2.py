@@ -20,7 +20,7 @@ def test_solutions_generate_the_same_tokens_as_transformers(checkpoint):
 
 def test_a_learner_without_step_13_writes_without_a_cache(checkpoint, learner_repo):
     """Finished steps 01-12 and step 13's skeleton: the text comes from generate, and gpt2 says why."""
-    from checker.paths import REPO
+    from runtime.paths import REPO
 
     (learner_repo / "steps" / "step_13.py").write_text((REPO / "steps" / "step_13.py").read_text())
     done = run_python("-m", "gpt2", "The cat sat", "--max-new-tokens", "5", cwd=learner_repo)

@@ -6,11 +6,9 @@ import re
 
 import pytest
 
-from checker import hints
-from checker.paths import REPO
-from checker import registry
-from tests.conftest import mutate, run_python, solution_source
-from tests.injections import INJECTIONS
+from checker import hints, registry
+from runtime.paths import REPO
+from tests.conftest import run_python, with_mistake
 
 
 @pytest.mark.parametrize("step", registry.steps())
@@ -27,7 +25,7 @@ def test_every_part_has_hints_and_its_reference(checkpoint, step):
 
 def test_hints_come_one_at_a_time_and_restart_on_another_part(tmp_path, monkeypatch):
     monkeypatch.setattr(hints, "STATE", tmp_path / "hints.json")
-    texts = hints.HINTS["07"]["_attn"]
+    texts = registry.step("07").hints["_attn"]
     for level, text in enumerate(texts, 1):
         assert hints.next_hint("07", "_attn").startswith(f"hint {level} of {len(texts)} for _attn: {text}")
     assert "No more hints for _attn" in hints.next_hint("07", "_attn")
@@ -36,7 +34,7 @@ def test_hints_come_one_at_a_time_and_restart_on_another_part(tmp_path, monkeypa
 
 
 def test_solution_shows_only_the_failing_part(checkpoint, write_step):
-    path = write_step(mutate(solution_source("07"), *INJECTIONS["07"]["no-scale"]))
+    path = write_step(with_mistake("07", "no-scale"))
     run = run_python("-m", "checker", "07", "--file", str(path), "--solution")
     assert run.returncode == 1, run.stderr
     assert "The reference for _attn:" in run.stdout, run.stdout
@@ -46,7 +44,7 @@ def test_solution_shows_only_the_failing_part(checkpoint, write_step):
 
 
 def test_hint_after_the_report(checkpoint, write_step, tmp_path):
-    path = write_step(mutate(solution_source("04"), *INJECTIONS["04"]["relu"]), "step_04.py")
+    path = write_step(with_mistake("04", "relu"), "step_04.py")
     saved = hints.STATE.read_text() if hints.STATE.exists() else None
     try:  # the ladder starts again at its first rung for a step with no hint shown yet
         state = json.loads(saved) if saved else {}
@@ -78,7 +76,7 @@ def _solution_lines(code: str) -> list[str]:
 def test_hint_ladders_go_from_idea_to_api_to_code_without_the_solution(step):
     """Every part: at least three rungs; the first is the idea (no link), the second names the API with
     a link to its reference page (but for the earlier-steps part); no rung holds a whole solution line."""
-    for part, rungs in hints.HINTS[step].items():
+    for part, rungs in registry.step(step).hints.items():
         assert len(rungs) >= 3, (step, part)
         assert "https://" not in rungs[0], (step, part, "the first rung is the idea")
         if part != "earlier":

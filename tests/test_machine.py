@@ -7,11 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-from checker.references import reference
-from checker.references import weights
 from checker.__main__ import main
-from checker.paths import INSTALL
-from checker.references.weights import WeightsError
+from checker.references import reference
+from runtime import checkpoints as weights
+from runtime.checkpoints import WeightsError
+from runtime.paths import INSTALL
 from tests.breakage import MACHINE
 from tests.conftest import run_python
 

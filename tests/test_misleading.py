@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from checker.running.learner import _first_line
 from checker import registry
 from checker.reporting.report import PASS
-from checker.steps.step12 import first_difference
+from checker.steps.step12.check import first_difference
+from runtime.errors import first_line
 from tests.conftest import STANDINS, mutate, solution_source
 
 
@@ -82,7 +82,8 @@ def test_07_off_by_one_mask_gets_no_rebind_advice_and_no_cut_word(checkpoint, wr
 
 def test_07_forward_points_at_the_failing_parts_first_and_blames_nothing_else(checkpoint, write_step):
     report = _check(write_step, checkpoint, "07",
-                    ("tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n        return tensor.transpose(-3, -2)  # [B, H, T, D]",
+                    ("tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n"
+                     "        return tensor.transpose(-3, -2)  # [B, H, T, D]",
                      "return tensor.reshape(new_shape).permute([0, 2, 3, 1])"),
                     ("attn_weights = attn_weights / math.sqrt(int(value.shape[-1]))",
                      "attn_weights = attn_weights * math.sqrt(int(value.shape[-1]))"))
@@ -102,7 +103,7 @@ def test_02_band_one_too_wide_names_the_reference_minus_inf_and_the_future(check
 def _raised(fn) -> str:
     with pytest.raises(Exception) as info:
         fn()
-    return _first_line(info.value)
+    return first_line(info.value)
 
 
 def test_max_refusals_are_translated():
@@ -166,24 +167,26 @@ def test_a_wide_axis_is_named_in_one_line():
 def test_step14_a_request_near_the_tolerance_is_not_called_right():
     """A small error everywhere (a scale slightly off) leaves some requests within the tolerance: they
     are off too, and the per-request advice (rows, positions) must not be given."""
-    from checker.steps import step14
     from checker.reporting.compare import CORRECT_MARGIN, WHOLE_MODEL
+    from checker.steps.step14 import paged as step14_paged
+    from checker.steps.step14 import reference as step14_reference
 
     rng = np.random.default_rng(0)
-    rows = step14.scenario_rows(step14.scenario_tokens(400))  # per batch, each row's (request, prompt or not)
+    # per batch, each row's (request, prompt or not)
+    rows = step14_reference.scenario_rows(step14_reference.scenario_tokens(400))
     want = [rng.standard_normal((len(batch), 64)) for batch in rows]
     atol = WHOLE_MODEL.atol(np.concatenate(want))
     allowed = [atol + WHOLE_MODEL.rtol * np.abs(w) for w in want]
     # Every request off by half the tolerance, but the first request of batch 1 by twice it (in one row).
     got = [w + 0.5 * a for w, a in zip(want, allowed)]
     got[0][0] = want[0][0] + 2 * allowed[0][0]
-    lines = step14._where(got, want, rows)
+    lines = step14_paged.rows_differ(got, want, rows)
     assert "right for none" in lines[0], lines
     assert any(line.startswith("within the tolerance but off") and "at 0.50" in line for line in lines), lines
     assert not any("some prompts are right" in line for line in lines), lines
     # Exact everywhere but one request: the per-request advice.
     got = [w.copy() for w in want]
     got[0][1] = want[0][1] + 3 * allowed[0][1]
-    lines = step14._where(got, want, rows)
+    lines = step14_paged.rows_differ(got, want, rows)
     assert any("some prompts are right and others not" in line for line in lines), lines
     assert CORRECT_MARGIN < 0.5

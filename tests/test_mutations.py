@@ -6,22 +6,22 @@ is proven in test_catalogue.py."""
 
 import pytest
 
-from checker.steps import step03
-from checker.steps import step04
-from checker.steps import step05
-from checker.steps import step06
-from checker.steps import step08
-from checker.steps import step09
-from checker.steps import step10
-from checker.steps import step11
-from checker.steps import step12
-from checker.steps import step13
-from checker.paths import REPO
 from checker.reporting.report import FAIL, PASS, SKIP, TODO
+from checker.steps.step03 import check as step03
+from checker.steps.step04 import check as step04
+from checker.steps.step05 import check as step05
+from checker.steps.step06 import check as step06
+from checker.steps.step08 import check as step08
+from checker.steps.step09 import check as step09
+from checker.steps.step10 import check as step10
+from checker.steps.step11 import check as step11
+from checker.steps.step12 import check as step12
+from checker.steps.step13 import check as step13
+from runtime.paths import REPO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 
-CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10, "11": step11, "12": step12,
-          "13": step13}
+CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10,
+          "11": step11, "12": step12, "13": step13}
 
 def test_loader_that_drops_a_weight_says_which(checkpoint, write_step):
     """A buffer filter that also matches c_attn.bias: the missing weight is named."""

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from checker.paths import REPO, finished_step
+from runtime.paths import REPO, finished_step
 from tests.conftest import course_clone, run_python
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,8 @@ def test_check_progress_and_gpt2_read_relative_imports(checkpoint, package_repo)
     broken = (package_repo / "steps" / "step_03.py")
     broken.write_text(broken.read_text().replace("F.sqrt(var + self.eps)", "F.sqrt(var)"))
     nine = run_python("-m", "checker", "09", cwd=package_repo, timeout=1200)
-    assert nine.returncode == 1 and "03 FAILS" in nine.stdout and "attempted relative import" not in nine.stdout + nine.stderr
+    assert (nine.returncode == 1 and "03 FAILS" in nine.stdout
+            and "attempted relative import" not in nine.stdout + nine.stderr)
     broken.write_text(relative(3))
     eleven = run_python("-m", "checker", "11", cwd=package_repo, timeout=1200)
     assert eleven.returncode == 0 and "All" in eleven.stdout, eleven.stdout[-2000:] + eleven.stderr[-2000:]
@@ -57,7 +58,7 @@ def test_a_folder_of_relative_steps_is_checked_with_file(checkpoint, tmp_path):
 
 
 def test_serve_reads_relative_imports(checkpoint, package_repo, server_slot):
-    from checker.running.server import Server
+    from runtime.server import Server
 
     with Server(package_repo / "steps" / "step_14.py", checkpoint.path, quiet=True) as server:
         answer = server.client().completions.create(model="gpt2", prompt="Hello", max_tokens=3, temperature=0)

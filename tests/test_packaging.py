@@ -11,7 +11,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from checker.paths import REPO
+from runtime.paths import REPO
 from tests.conftest import child_env
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -150,7 +150,7 @@ def _readme_setup() -> list[str]:
 
 
 def test_readme_setup_is_two_commands_from_the_course():
-    from checker.paths import INSTALL, VENV
+    from runtime.paths import INSTALL, VENV
 
     assert _readme_setup() == [VENV, INSTALL]
 
@@ -181,13 +181,13 @@ def test_maxs_mojo_modules_are_built_by_one_process_at_a_time(tmp_path):
     is free, then builds and imports the module."""
     import max._kv_cache_ops
 
-    from checker.running.mojo_modules import LOCK
+    from runtime.mojo_modules import LOCK
 
     package = tmp_path / "fresh_ops"
     package.mkdir()
     for name in ("__init__.py", "kv_cache_ops.mojo"):
         shutil.copy(Path(max._kv_cache_ops.__file__).with_name(name), package / name)
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); from checker.running.mojo_modules import build_once; "
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from runtime.mojo_modules import build_once; "
               "build_once(('fresh_ops',)); print('imported')")
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
@@ -224,12 +224,12 @@ def test_every_command_answers_help_and_touches_nothing(tmp_path):
 
     from tests.conftest import run_python
 
-    for name in ("checker", "bench", "explore", "book", "gpt2_arch", "steps", "solutions"):
+    for name in ("runtime", "checker", "bench", "explore", "book", "gpt2", "gpt2_arch", "steps", "solutions"):
         shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", "generated"))
-    shutil.copy(REPO / "gpt2.py", tmp_path)
     for module in _commands():
         run = run_python("-m", module, "--help", cwd=tmp_path, timeout=120, env={"PYTHONPATH": str(tmp_path)})
-        assert run.returncode == 0 and "usage:" in run.stdout.lower(), f"{module} --help:\n{run.stdout[-800:]}{run.stderr[-800:]}"
+        assert run.returncode == 0 and "usage:" in run.stdout.lower(), (
+            f"{module} --help:\n{run.stdout[-800:]}{run.stderr[-800:]}")
     made = [p.name for p in tmp_path.iterdir() if p.name in ("weights", ".cache")]
     assert not made, f"--help made {made}"
 

@@ -14,7 +14,9 @@ from max.experimental.tensor import Tensor
 from max.nn.attention import MHAMaskVariant
 from max.nn.kernels import flash_attention_ragged, store_k_cache_ragged, store_v_cache_ragged
 
-from checker.steps import step14
+from checker.steps.step14 import check as step14
+from checker.steps.step14 import paged as step14_paged
+from checker.steps.step14 import reference as step14_reference
 
 pytestmark = pytest.mark.slow  # one compile of MAX's paged kernels
 
@@ -54,11 +56,11 @@ def test_the_stand_in_computes_what_maxs_kernels_compute():
     batch out), compiled with MAX's kernels and op by op with the stand-in: the same numbers."""
     import sys
 
-    kv_params = step14.paged_params(CONFIG, step14.PAGED_LAYERS)
-    tokens = step14.scenario_tokens(V)
+    kv_params = step14_paged.paged_params(CONFIG, step14_reference.PAGED_LAYERS)
+    tokens = step14_reference.scenario_tokens(V)
     model = Kernels(kv_params)
-    compiled, _ = step14.compile_probed(model, kv_params)
-    want, _ = step14.run_scenario(compiled, kv_params, tokens)
+    compiled, _ = step14_paged.compile_probed(model, kv_params)
+    want, _ = step14_paged.run_scenario(compiled, kv_params, tokens)
     eager = step14.run_eagerly(model, [sys.modules[__name__]], CONFIG, tokens)
     assert eager is not None, "the stand-in refused a call it covers"
     for batch, (got, expected) in enumerate(zip(eager[0], want)):
@@ -87,6 +89,6 @@ class Refused(Module):
 def test_a_call_the_stand_in_does_not_cover_is_refused(call):
     import sys
 
-    kv_params = step14.paged_params(CONFIG, step14.PAGED_LAYERS)
-    assert step14.run_eagerly(Refused(kv_params, call), [sys.modules[__name__]], CONFIG, step14.scenario_tokens(V)) \
-        is None
+    kv_params = step14_paged.paged_params(CONFIG, step14_reference.PAGED_LAYERS)
+    assert step14.run_eagerly(Refused(kv_params, call), [sys.modules[__name__]], CONFIG,
+                              step14_reference.scenario_tokens(V)) is None

@@ -170,11 +170,11 @@ def test_the_readme_is_a_short_page():
 def test_a_wrong_readme_is_caught():
     """Each check above fails on a README that is wrong in its way."""
     wrong = README.read_text() + (
-        "\n`pixi run s17` and `pixi run watch --hnt`, `python -m checker.nothing`, `python -m checker.paths`\n"
+        "\n`pixi run s99` and `pixi run watch --hnt`, `python -m checker.nothing`, `python -m runtime.paths`\n"
         "```sh\npython -m gpt2 \"Hi\" --comapre      # or: pixi run gpt3\n```\n"
         "[a](book/docs/nothing.md), [b](book/docs/setup.md#no-such-heading), [c](#no-such-heading), "
         "[d](book/docs/setup.md#commands), [e](https://example.com/x.md)\n")
-    assert unknown_tasks(wrong) == ["s17", "gpt3"]
+    assert unknown_tasks(wrong) == ["s99", "gpt3"]
     assert missing_modules(wrong) == ["checker.nothing"]
     assert broken_links(wrong) == ["book/docs/nothing.md", "book/docs/setup.md#no-such-heading", "#no-such-heading"]
     options = options_by_module(wrong)

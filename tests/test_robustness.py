@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from checker.paths import REPO
 from checker import registry
+from runtime.paths import REPO
 from tests.breakage import BREAKAGES, MACHINE, at_start, troubleshooting_rows
 from tests.conftest import run_python, solution_source
 

@@ -26,8 +26,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from checker.paths import REPO
-from checker.running.server import MODEL, Server
+from runtime.paths import REPO
+from runtime.server import MODEL, Server
 from tests.conftest import one_server
 
 pytestmark = pytest.mark.xdist_group("served")  # slow: tests/conftest.py (SLOW_FILES)
@@ -210,7 +210,7 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
     """Python drops an exception raised while a finalizer runs: Ctrl-C landing in one would leave `pixi run
     serve` running. The server's handlers also set `signalled`, and serve's loop ends on it."""
     import gpt2_arch.__main__ as serve
-    from checker.running.server import _exit_on_signals, _restore
+    from runtime.server import _exit_on_signals, _restore
 
     class Finalised:
         def __del__(self):
@@ -249,7 +249,7 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
     assert "Stopped." in capsys.readouterr().out
 
 
-# SIGTERM and SIGHUP share one handler (checker.running.server's _exit_on_signals), and test_step14.py's
+# SIGTERM and SIGHUP share one handler (runtime.server's _exit_on_signals), and test_step14.py's
 # serve-command test sends SIGTERM too: they run in the heavy tier, for CI's time (~55 s each).
 @pytest.mark.parametrize("how", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.heavy),
                                  pytest.param("SIGHUP", marks=pytest.mark.heavy), "SIGKILL"])

@@ -14,7 +14,7 @@ import tokenize
 
 import pytest
 
-from checker.paths import REPO
+from runtime.paths import REPO
 
 RUN = 4
 LIMIT_ALL, LIMIT_STEP = 0.10, 0.25
@@ -61,7 +61,8 @@ def giveaway(step: str) -> tuple[int, int]:
 def test_skeleton_gives_away_little(step, record_property):
     given, total = giveaway(step)
     record_property("giveaway", [step, given, total])
-    assert given <= LIMIT_STEP * total, f"step {step}: {given} of {total} solution tokens are in the skeleton's comments"
+    assert given <= LIMIT_STEP * total, (
+        f"step {step}: {given} of {total} solution tokens are in the skeleton's comments")
 
 
 def test_skeletons_give_away_little_overall():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from checker.steps import step07
-from checker.paths import REPO
 from checker.reporting.report import FAIL, PASS, SKIP, TODO
+from checker.steps.step07 import check as step07
+from runtime.paths import REPO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, run_python, solution_source
 
 PARTS = ["construction", "_split_heads", "_merge_heads", "_attn", "forward", "compiled"]
@@ -37,7 +37,8 @@ def test_untouched_skeleton_reports_not_implemented_per_part(checkpoint):
          "Linear(3 * self.embed_dim, self.embed_dim, bias=True)", "arguments look swapped"),
         ("Linear(self.embed_dim, self.embed_dim, bias=True)",
          "Linear(self.embed_dim, self.embed_dim, bias=False)", "c_proj has no bias"),
-        ("self.c_attn = Linear(", "self.qkv = Linear(", "no self.c_attn: name it as GPT-2's checkpoint does (c_attn.*)"),
+        ("self.c_attn = Linear(", "self.qkv = Linear(",
+         "no self.c_attn: name it as GPT-2's checkpoint does (c_attn.*)"),
     ],
 )
 def test_construction_mistakes_are_explained(checkpoint, write_step, old, new, says):
@@ -79,7 +80,8 @@ def test_command_exits_zero_only_when_every_part_passes(checkpoint, write_step):
 
 
 def test_infinite_loop_hits_the_time_limit(checkpoint, write_step):
-    source = mutate(solution_source("07"), '"""Causal scaled dot-product attention, per head: [B, H, T, D] x 3 -> [B, H, T, D]"""',
+    source = mutate(solution_source("07"),
+                    '"""Causal scaled dot-product attention, per head: [B, H, T, D] x 3 -> [B, H, T, D]"""',
                     '"""Loops forever."""\n        while True:\n            pass')
     report = step07.check(write_step(source), checkpoint, timeout=2)
     attn = report.part("_attn")

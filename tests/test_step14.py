@@ -6,11 +6,13 @@ import subprocess
 
 import pytest
 
-from checker.running import server as server_module
-from checker.steps import step14
-from checker.paths import REPO
+from checker.references import ragged
 from checker.reporting.report import FAIL, PASS, TODO
-from checker.running.server import Server, ServerError, free_port
+from checker.steps.step14 import check as step14
+from checker.steps.step14 import served as step14_served
+from runtime import server as server_module
+from runtime.paths import REPO
+from runtime.server import Server, ServerError, free_port
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 
@@ -24,7 +26,7 @@ def test_a_real_server_answers_like_transformers(checkpoint, server_slot, monkey
     """Greedy, streaming, 8 concurrent, 4xx for a request past n_positions and for invalid parameters."""
     port = free_port()
     monkeypatch.setattr(server_module, "free_port", lambda: port)
-    part = step14._served_part(SOLUTION, checkpoint)
+    part = step14_served.served_part(SOLUTION, checkpoint)
     assert part.status == PASS, "\n".join([part.summary, *part.details])
     assert sum(d.startswith("ok ") for d in part.details) == 8, part.details
     assert not _servers(port), "a server was left running"
@@ -49,10 +51,10 @@ def test_the_skeleton_is_todo(checkpoint):
 
 
 def test_positions_mistakes_are_computed_not_guessed():
-    right = step14.positions(step14.OFFSETS, step14.CACHED)
+    right = ragged.positions(ragged.OFFSETS, ragged.CACHED)
     assert right.tolist() == [0, 1, 2, 3, 4, 7, 0, 1, 2, 3, 3]
     for rule in ("not-offset", "batch-rows"):
-        assert step14.positions(step14.OFFSETS, step14.CACHED, rule).tolist() != right.tolist()
+        assert ragged.positions(ragged.OFFSETS, ragged.CACHED, rule).tolist() != right.tolist()
 
 
 def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint, server_slot):
@@ -102,7 +104,8 @@ def test_a_model_right_on_two_blocks_but_not_on_twelve_fails_served(checkpoint, 
 def test_a_wrong_paged_model_is_told_op_by_op_before_any_compile(checkpoint, write_step, monkeypatch):
     """A change MAX has not compiled costs about a minute's compile: a wrong model is told op by op first,
     MAX's paged kernels stood in for (checker.running.paged), and placed as the compiled graph places it."""
-    wrong = SOLUTION.read_text().replace("scale=1 / math.sqrt(attn.head_dim)", "scale=1 / (math.sqrt(attn.head_dim) + 1)")
+    wrong = SOLUTION.read_text().replace("scale=1 / math.sqrt(attn.head_dim)",
+                                         "scale=1 / (math.sqrt(attn.head_dim) + 1)")
     assert wrong != SOLUTION.read_text()
     monkeypatch.setattr(step14, "compile_probed", lambda *args: pytest.fail("the model was compiled"))
     report = step14.check(write_step(wrong, "step_14.py"), checkpoint)

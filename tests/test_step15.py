@@ -6,9 +6,12 @@ import re
 import numpy as np
 import pytest
 
-from checker.steps import step15
-from checker.paths import REPO
 from checker.reporting.report import FAIL, PASS, TODO
+from checker.steps.step15 import check as step15
+from checker.steps.step15 import judge as step15_judge
+from checker.steps.step15 import mistakes as step15_mistakes
+from checker.steps.step15 import reference as step15_reference
+from runtime.paths import REPO
 from tests.conftest import STANDINS, assert_passes_with_margin, kernel_source, mutate, write_kernel_step
 
 # The kernel's loop body as one task, one float at a time: what the skeleton suggests starting with.
@@ -86,7 +89,8 @@ def test_a_crash_is_a_verdict(checkpoints, step_folder):
 
 
 def test_a_kernel_that_never_returns_is_stopped(checkpoints, step_folder, monkeypatch):
-    monkeypatch.setattr(step15, "run_probe", lambda path, cases, timeout, function: _probe(path, cases, 60, function))
+    monkeypatch.setattr(step15_judge, "run_probe",
+                        lambda path, cases, timeout, function: _probe(path, cases, 60, function))
     body = "        var m = 0\n        while m < M:\n            yp[unsafe_offset=m] = 0\n"
     report = step15.check(write_kernel_step(step_folder, _kernel_body(body)), checkpoints["synthetic"])
     kernel = report.part("kernel")
@@ -123,7 +127,7 @@ def test_a_wrong_stride_for_y_lists_every_shape_it_breaks(checkpoints, step_fold
     kernel, text = report.part("kernel"), report.render()
     assert kernel.status == FAIL, text
     assert "x [2, 5] w [11, 5]" in text and "x [3, 100] w [29, 100]" in text, text
-    if kernel.mistake is step15.RACE:
+    if kernel.mistake is step15_mistakes.RACE:
         assert "never written" in text, text
 
 
@@ -143,9 +147,10 @@ def _fake_results(config, wrong):
     """Each kernel case's arrays and the outputs `wrong(x, w, b, y)` makes of the right ones (no Mojo run)."""
     from checker.running.mojo import SEED, case_arrays
 
-    cases = step15.kernel_cases(config)
+    cases = step15_reference.kernel_cases(config)
     arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}
-    results = {name: [wrong(*args, step15.expected(*args)).astype(np.float32)] for name, args in arrays.items()}
+    results = {name: [wrong(*args, step15_reference.expected(*args)).astype(np.float32)]
+               for name, args in arrays.items()}
     return cases, results, arrays
 
 
@@ -155,8 +160,8 @@ def test_a_dropped_tail_of_k_is_told_by_k_not_by_a_case(checkpoint, width):
     three rows of x: the rows are not blamed)."""
     def wrong(x, w, b, y):
         whole = x.shape[1] // width * width
-        return step15.expected(x[:, :whole] * 1.0, w[:, :whole], b) if whole < x.shape[1] else y
-    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+        return step15_reference.expected(x[:, :whole] * 1.0, w[:, :whole], b) if whole < x.shape[1] else y
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
     assert said.startswith("the tail of K") and "K = 5, 37, 50, 100" in said and "rows of x" not in said, said
 
 
@@ -166,7 +171,7 @@ def test_wrong_last_outputs_of_m_are_told_as_m(checkpoint):
         if y.shape[1] % 8:
             y[:, -(y.shape[1] % 8):] = 0.0
         return y
-    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
     assert said.startswith("the last outputs of M") and "the last 5 of M = 53" in said, said
 
 
@@ -175,7 +180,7 @@ def test_wrong_rows_of_x_after_the_first_are_told_as_rows(checkpoint):
         y = y.copy()
         y[1:] += 1.0
         return y
-    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
     assert said.startswith("rows of x after the first") and "x [3, 100] w [29, 100]" in said, said
 
 
@@ -183,12 +188,12 @@ def test_y_written_transposed_is_told_as_an_index_by_the_row(checkpoint):
     """y[n, m] written at m * N + n: right wherever x has one row, off on every shape with more, row 0 too."""
     def wrong(x, w, b, y):
         return y.T.reshape(-1).reshape(y.shape)  # the cell m * N + n holds y[n, m]
-    said = " ".join(step15.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
     assert said.startswith("rows of x: off on every shape with more than one row of x"), said
     assert "x [2, 5] w [11, 5], x [3, 100] w [29, 100]" in said and "n * M" in said, said
 
 
 def test_noise_everywhere_is_told_by_no_dimension(checkpoint):
     rng = np.random.default_rng(0)
-    assert step15.dimension(*_fake_results(checkpoint.learner_config(),
+    assert step15_judge.dimension(*_fake_results(checkpoint.learner_config(),
                                            lambda x, w, b, y: y + rng.standard_normal(y.shape))) == []

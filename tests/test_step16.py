@@ -6,14 +6,28 @@ import os
 import numpy as np
 import pytest
 
-from checker.paths import REPO
-from checker.references import quantize as ref
 from checker.reporting.report import FAIL, PASS, SKIP, TODO
-from checker.running.learner import import_step
 from checker.running.mojo import SEED, case_arrays, kernel_args
-from checker.steps import step15, step16
-from tests.conftest import STANDINS, add_kernel, assert_passes_with_margin, mutate, solution_source, write_kernel_step
-from tests.injections import INJECTIONS
+from checker.steps.step15 import decode as step15_decode
+from checker.steps.step15 import reference as step15_reference
+from checker.steps.step16 import check as step16
+from checker.steps.step16 import decode as step16_decode
+from checker.steps.step16 import kernel as step16_kernel
+from checker.steps.step16 import mistakes as step16_mistakes
+from checker.steps.step16 import quantize as step16_quantize
+from runtime import quantize as ref
+from runtime.bandwidth import int8_bytes_per_token
+from runtime.learner import import_step
+from runtime.paths import REPO
+from tests.conftest import (
+    STANDINS,
+    add_kernel,
+    assert_passes_with_margin,
+    mutate,
+    solution_source,
+    with_mistake,
+    write_kernel_step,
+)
 
 
 class _Run:
@@ -34,7 +48,7 @@ def _with(step_folder, mistake: str | None):
     """Solution 16 with one catalogued mistake of its Python made (None: as it is), imported."""
     source = solution_source("16")
     if mistake is not None:
-        source = mutate(source, *INJECTIONS["16"][mistake])
+        source = with_mistake("16", mistake)
     path = step_folder / "step_16.py"
     path.write_text(source)
     return import_step(path, f"_step16_{mistake or 'right'}".replace("-", "_"))
@@ -74,7 +88,7 @@ def test_the_quality_bound_fails_broken_quantisers_and_passes_the_right_one(chec
                     "scales-tiled"):
         step = _with(step_folder, mistake)
         run = _Run()
-        part = step16._quality_part(run, step.quantize, step.dequantize, checkpoints[standin])
+        part = step16_decode.quality_part(run, step.quantize, step.dequantize, checkpoints[standin])
         assert part.status == (PASS if mistake is None else FAIL), (mistake, part.summary)
         assert "mean KL(float32 || int8)" in part.summary and "top-1 agreement" in part.summary
 
@@ -84,7 +98,8 @@ def test_scales_off_with_q_are_said_first_to_look_at(checkpoints, step_folder):
     """Scales from max(w), not max |w|: q is off, and so are the scales it is divided by; the report says to
     look at the scales first (q = w / scale), not only that q differs."""
     path = step_folder / "step_16.py"
-    path.write_text(mutate(solution_source("16"), "scales = np.abs(grouped).max(axis=-1)", "scales = grouped.max(axis=-1)"))
+    path.write_text(mutate(solution_source("16"), "scales = np.abs(grouped).max(axis=-1)",
+                           "scales = grouped.max(axis=-1)"))
     add_kernel(path, "16")
     report = step16.check(path, checkpoints["synthetic"])
     quantize, text = report.part("quantize"), report.render()
@@ -93,7 +108,7 @@ def test_scales_off_with_q_are_said_first_to_look_at(checkpoints, step_folder):
 
 
 def test_a_tie_that_float_rounding_tips_is_allowed_and_nothing_else(checkpoint):
-    cases = step16.quantize_cases(checkpoint)
+    cases = step16_quantize.quantize_cases(checkpoint)
     name, w = "w [2, 100]", cases["w [2, 100]"].copy()
     q, scales = ref.quantize(w)
     w[0, 3] = (np.float64(q[0, 3]) + 0.5) * scales[0, 0]  # exactly half a step: either rounding is right
@@ -107,28 +122,28 @@ def test_a_tie_that_float_rounding_tips_is_allowed_and_nothing_else(checkpoint):
 
     tie = w[0, 3] / scales[0, 0]
     if abs(abs(tie - np.trunc(tie)) - 0.5) < 1e-4:
-        assert step16._quantize_part(_Run(), tipped, cases).status == PASS
+        assert step16_quantize.quantize_part(_Run(), tipped, cases).status == PASS
     w[0, 3] = q[0, 3] * scales[0, 0]  # on a level: only one rounding is right
-    assert step16._quantize_part(_Run(), tipped, {name: w}).status == FAIL
+    assert step16_quantize.quantize_part(_Run(), tipped, {name: w}).status == FAIL
 
 
 def test_each_kernel_mistake_is_named_from_its_outputs(checkpoint):
     """KERNEL_MISTAKES on every case's arrays: the outputs each computes are named as it, and the right ones pass."""
-    cases = step15.kernel_cases(checkpoint.learner_config())
+    cases = step15_reference.kernel_cases(checkpoint.learner_config())
     arrays = {}
     for name, n, k, m, bias in cases:
         x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
         arrays[name] = (x, q, s, b[0] if b else None)
-    for mistake, computes in step16.KERNEL_MISTAKES:
+    for mistake, computes in step16_mistakes.KERNEL_MISTAKES:
         for compute in computes:
             results = {name: compute(*args)[None].astype(np.float32) for name, args in arrays.items()}
             run = _Run()
-            step16.kernel_verdict(run, cases, results, arrays)
+            step16_kernel.kernel_verdict(run, cases, results, arrays)
             assert run.parts[0].status == FAIL and run.parts[0].mistake.id == mistake.id, (mistake.id, run.parts[0])
-    right = {name: step15.expected(x, ref.dequantize(q, s), b)[None].astype(np.float32)
+    right = {name: step15_reference.expected(x, ref.dequantize(q, s), b)[None].astype(np.float32)
              for name, (x, q, s, b) in arrays.items()}
     run = _Run()
-    step16.kernel_verdict(run, cases, right, arrays)
+    step16_kernel.kernel_verdict(run, cases, right, arrays)
     assert run.parts[0].status == PASS, run.parts[0]
 
 
@@ -137,15 +152,15 @@ def test_int8_bytes_per_token_counts_a_byte_a_weight_and_a_scale_per_block():
     head at 1 + 4 / 32 bytes a weight, everything else a decode step reads (biases, LayerNorms) at 4."""
     from transformers import GPT2Config
 
-    from checker.references.bandwidth import weight_bytes_per_token
-    from checker.references.weights import learner_config
+    from runtime.bandwidth import weight_bytes_per_token
+    from runtime.checkpoints import learner_config
 
     config = learner_config(GPT2Config().to_dict())
     c, inner = config.n_embd, config.n_inner or 4 * config.n_embd
     weights = config.n_layer * (c * 3 * c + c * c + c * inner + inner * c) + config.vocab_size * c
     rest = weight_bytes_per_token(config) - 4 * weights
-    assert step16.int8_bytes_per_token(config) == weights + weights * 4 // ref.BLOCK + rest
-    assert 3.4 < weight_bytes_per_token(config) / step16.int8_bytes_per_token(config) < 3.6
+    assert int8_bytes_per_token(config) == weights + weights * 4 // ref.BLOCK + rest
+    assert 3.4 < weight_bytes_per_token(config) / int8_bytes_per_token(config) < 3.6
 
 
 def test_a_read_outside_an_input_shows_as_nan_and_is_said():
@@ -161,10 +176,10 @@ def test_a_read_outside_an_input_shows_as_nan_and_is_said():
     assert (ints[:GUARD] == 127).all() and (ints[GUARD + 6:] == 127).all()
     cases = [("x [1, 64] w [3, 64]", 1, 64, 3, True)]
     x, q, s, b = kernel_args("matvec_q8", *case_arrays(1, 64, 3, True, SEED))
-    y = step15.expected(x, ref.dequantize(q, s), b)
+    y = step15_reference.expected(x, ref.dequantize(q, s), b)
     y[0, -1] = np.nan  # the last row read its scale past the end
     run = _Run()
-    step16.kernel_verdict(run, cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
+    step16_kernel.kernel_verdict(run, cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
     said = " ".join(run.parts[0].details)
     assert run.parts[0].status == FAIL and "reads outside a tensor" in said and "K is a multiple of 32" in said
 
@@ -176,7 +191,7 @@ def test_a_timing_says_when_other_programs_shared_the_cpu():
     import sys
     import time
 
-    from checker.references.bandwidth import busy_note, others_busy
+    from runtime.bandwidth import busy_note, others_busy
 
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -196,7 +211,7 @@ def test_a_timing_waits_until_the_threads_before_it_are_quiet():
     import threading
     import time
 
-    from checker.references.bandwidth import settled
+    from runtime.bandwidth import settled
 
     def spin(until):
         while time.perf_counter() < until:
@@ -220,16 +235,16 @@ def test_a_decode_step_without_a_product_names_it():
     counted (48 of 49 calls: the tied head), over one decode step or several."""
     from transformers import GPT2Config
 
-    from checker.references.weights import learner_config
+    from runtime.checkpoints import learner_config
 
     config = learner_config(GPT2Config().to_dict())
     c, v, op = config.n_embd, config.vocab_size, "gpt2_matvec_q8"
     block = [(op, (3 * c, c)), (op, (c, c)), (op, (4 * c, c)), (op, (c, 4 * c))]
     step = block * config.n_layer + [(op, (v, c))]
-    assert step15.kernel_calls_problem(step * 2 + [("other_op", (1, 1))], op, config) is None
-    headless = step15.kernel_calls_problem((step[:-1]) * 2, op, config)
+    assert step15_decode.kernel_calls_problem(step * 2 + [("other_op", (1, 1))], op, config) is None
+    headless = step15_decode.kernel_calls_problem((step[:-1]) * 2, op, config)
     assert headless.startswith(f"a decode step calls your kernel {4 * config.n_layer} times, {4 * config.n_layer + 1}")
     assert "the tied head 0 times a step, 1 expected (not through your kernel)" in headless
-    one_fc = step15.kernel_calls_problem([call for call in step if call[1] != (4 * c, c)] + [(op, (4 * c, c))], op,
-                                         config)
+    one_fc = step15_decode.kernel_calls_problem([call for call in step if call[1] != (4 * c, c)] + [(op, (4 * c, c))],
+                                                op, config)
     assert one_fc.endswith(f"by product: c_fc 1 times a step, {config.n_layer} expected")

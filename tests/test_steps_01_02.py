@@ -3,10 +3,10 @@ is left, injected mistakes are caught and named."""
 
 import pytest
 
-from checker.steps import step01
-from checker.steps import step02
-from checker.paths import REPO
 from checker.reporting.report import FAIL, PASS, SKIP, TODO
+from checker.steps.step01 import check as step01
+from checker.steps.step02 import check as step02
+from runtime.paths import REPO
 from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution_source
 
 
@@ -36,8 +36,7 @@ def test_square_mask_fails_with_the_cache_and_says_where(checkpoint, write_step)
 
 def test_step07_says_to_finish_step02_first(checkpoint, write_step):
     """A learner's step 07 that uses their unfinished step 02 is told so, not shown a traceback."""
-    from checker.steps import step07
-
+    from checker.steps.step07 import check as step07
     source = mutate(solution_source("07"), "from solutions.solution_02 import causal_mask",
                     "from steps.step_02 import causal_mask")
     report = step07.check(write_step(source), checkpoint)

@@ -32,7 +32,6 @@ import pytest
 from checker import registry
 from checker.reporting.report import FAIL, Part, Report
 from tests.conftest import add_kernel, mutate, solution_source
-from tests.injections import INJECTIONS
 from tests.unseen import SUBPARTS, UNSEEN, Mutation
 
 _WHERE = re.compile(r"^where(?: \([^)]*\))?:\s*")
@@ -187,9 +186,10 @@ def test_each_mutation_applies_once_and_is_new():
         source = solution_source(m.step)
         assert mutate(source, m.old, m.new) != source, m.name
         assert m.cause and all(m.cause), m.name
-        catalogued = INJECTIONS.get(m.step, {})
-        assert m.name not in catalogued, f"{m.step} {m.name} is a catalogued mistake's id"
-        assert (m.old, m.new) not in catalogued.values(), f"{m.step} {m.name} is a catalogued injection"
+        catalogue = {c.id: c.edit for c in registry.step(m.step).catalogue}
+        assert m.name not in catalogue, f"{m.step} {m.name} is a catalogued mistake's id"
+        assert (m.old, m.new) not in {(e.old, e.new) for e in catalogue.values()}, (
+            f"{m.step} {m.name} is a catalogued edit")
 
 
 @pytest.mark.parametrize("step", sorted({f"{n:02d}" for n in range(2, 15)}))

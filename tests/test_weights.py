@@ -5,7 +5,7 @@ import shutil
 
 import numpy as np
 
-from checker.references import weights
+from runtime import checkpoints as weights
 
 
 def test_synthetic_checkpoint_is_gpt2_shaped_and_verified(checkpoint):
@@ -41,10 +41,11 @@ def test_hugging_face_cache_is_found_and_verified(checkpoint, tmp_path, monkeypa
 
 
 def test_gpt2_scale_standin_has_gpt2s_magnitudes(checkpoints):
-    """What checker/references/synthetic.py and the book's checks page say of the GPT-2-scale stand-in, measured on the check inputs."""
+    """What runtime/standins.py and the book's checks page say of the GPT-2-scale stand-in, measured on the check
+    inputs."""
     from checker.references.attention_np import softmax
     from checker.references.reference import activations
-    from checker.references.synthetic import MASSIVE_CHANNELS
+    from runtime.standins import MASSIVE_CHANNELS
 
     scale = checkpoints["scale"]
     assert scale.kind == "scale" and "GPT-2-SCALE" in scale.describe() and scale.layer == 2

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from checker.harness import verdicts
-from checker.paths import REPO
 from checker import registry
+from checker.harness import verdicts
+from runtime.paths import REPO
 from tests.conftest import _MOJO_ENV, run_python
 
 SKELETON = {step: (REPO / "steps" / f"step_{step}.py").read_text() for step in ("03", "04")}
@@ -35,7 +35,7 @@ def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learne
 
 def test_a_verdict_is_kept_until_a_kernel_beside_the_step_changes(tmp_path, monkeypatch):
     """Steps 15-16 reach their Mojo kernels by a path, not an import: an edited kernel is checked afresh
-    (`gpt2.py --int8` must not say a broken kernel passes), an untouched one keeps its verdict."""
+    (`pixi run gpt2 --int8` must not say a broken kernel passes), an untouched one keeps its verdict."""
     monkeypatch.setattr(verdicts, "STORE", tmp_path / "verdicts.json")
     step = tmp_path / "steps" / "step_16.py"
     (step.parent / "step_16_kernel").mkdir(parents=True)
@@ -100,7 +100,8 @@ def test_progress_shows_each_step(checkpoint, learner_repo):
     assert "| 03 | steps/step_03.py | pass |  |" in lines
     assert "| 04 | steps/step_04.py | not started | construction |" in lines
     assert "| 09 | steps/step_09.py | fail | earlier steps |" in lines
-    assert f"8/{len(registry.steps())} steps pass" in done.stdout  # 01-03, 05-08 and 12 (which drives the course's own model)
+    # 01-03, 05-08 and 12 (which drives the course's own model)
+    assert f"8/{len(registry.steps())} steps pass" in done.stdout
     assert "Next: pixi run s04" in done.stdout
     started = time.perf_counter()
     again = run_python("-m", "checker.progress", cwd=learner_repo, timeout=600)

@@ -10,7 +10,7 @@ sub-part right.
 
 UNSEEN: a list of Mutation(step, name, old, new, cause), where `old` occurs
 exactly once in solutions/solution_NN.py (a pair of tuples makes several
-replacements, as in tests/injections.py) and `cause` holds the words, any
+replacements, as a catalogued mistake's Edit) and `cause` holds the words, any
 one of which a correct diagnosis must contain.
 """
 
@@ -126,8 +126,8 @@ UNSEEN: list[Mutation] = [
              "Tensor.arange(past_length + seq_len - 1, past_length - 1, -1,", ("row", "reversed")),
     Mutation("06", "positions-one-short", _POSITIONS, "Tensor.arange(past_length, past_length + seq_len - 1,",
              ("shape",)),
-    Mutation("06", "positions-from-seq-len", _POSITIONS, "Tensor.arange(seq_len + past_length, 2 * seq_len + past_length,",
-             ("row",)),
+    Mutation("06", "positions-from-seq-len", _POSITIONS,
+             "Tensor.arange(seq_len + past_length, 2 * seq_len + past_length,", ("row",)),
     Mutation("06", "positions-divided", "return F.gather(self.weight, positions, axis=0)",
              "return F.gather(self.weight, positions, axis=0) / (768 ** 0.5)",
              ("multiplied", "scaled", "divided")),
@@ -148,7 +148,8 @@ UNSEEN: list[Mutation] = [
     Mutation("07", "c-proj-bias-twice", "return self.c_proj(attn_output)  # [B, T, C]",
              "return self.c_proj(attn_output) + self.c_proj.bias", ("c_proj",)),
     Mutation("07", "split-permute-last",
-             "tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n        return tensor.transpose(-3, -2)  # [B, H, T, D]",
+             "tensor = tensor.reshape(new_shape)  # [B, T, H, D]\n"
+             "        return tensor.transpose(-3, -2)  # [B, H, T, D]",
              "return tensor.reshape(new_shape).permute([0, 2, 3, 1])", ("_split_heads",)),
 
     # ---- step 08: residual_step ----

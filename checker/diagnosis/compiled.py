@@ -21,94 +21,19 @@ on 2 cores; MAX caches graphs on disk, so an unchanged one loads in ~2 s.
 from __future__ import annotations
 
 import re
-import sys
-import time
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
 from checker import registry
-from checker.references.weights import Checkpoint
 from checker.reporting.compare import ONE_LAYER, Tolerance, Verdict, compare
-from checker.running.learner import LearnerError
-from checker.running.loading import hf_state, load_module, stored_tensors
+from runtime.checkpoints import Checkpoint
+from runtime.compiling import compile_module, run_compiled
+from runtime.learner import LearnerError
+from runtime.loading import hf_state, load_module
 
-# Symbolic dimension names, by the meaning of an axis.
-BATCH, HEADS, SEQ, PAST = "batch", "heads", "seq", "past"
-TOKENS = (BATCH, SEQ, None)  # [B, T, C]: the width stays fixed
-
-
-def _dims(array: np.ndarray, names: tuple) -> list:
-    """The input type's shape: a name where the axis is symbolic, the size where it is fixed."""
-    return [name if name else size for name, size in zip(names, array.shape)]
-
-
-def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]):
-    """`module.compile` for inputs given as (example array, axis names); None in names keeps a size."""
-    from max.driver import CPU
-    from max.dtype import DType
-    from max.graph import TensorType
-
-    types = [TensorType(DType.from_numpy(a.dtype), _dims(a, names), device=CPU()) for a, names in inputs]
-    return module.compile(*types)
-
-
-def run_compiled(compiled, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    from max.experimental.tensor import Tensor
-
-    out = compiled(*(Tensor.from_dlpack(np.ascontiguousarray(a)) for a in arrays))
-    return [np.from_dlpack(o).astype(np.float64) for o in (out if isinstance(out, (tuple, list)) else [out])]
-
-
-def load_gpt2(model_cls, load_hf_weights, checkpoint: Checkpoint):
-    """`model_cls(config)` with the checkpoint loaded by `load_hf_weights`."""
-    from max.experimental import functional as F
-
-    with F.lazy():
-        model = model_cls(checkpoint.learner_config())
-    load_hf_weights(model, stored_tensors(checkpoint))
-    return model
-
-
-def compile_gpt2(model, *, quiet: bool = False):
-    """A loaded GPT2LMHeadModel compiled for int64 ids [batch, seq] (both symbolic), as `pixi run gpt2` runs it."""
-    started = time.perf_counter()
-    if not quiet:
-        print("Compiling the model into one MAX graph (~2 s when cached; 1-3 min after a change)...",
-              file=sys.stderr, flush=True)
-    compiled = compile_module(model, [(np.zeros((1, 1), np.int64), (BATCH, SEQ))])
-    if not quiet:
-        print(f"...compiled in {time.perf_counter() - started:.1f} s.", file=sys.stderr, flush=True)
-    return compiled
-
-
-def cache_input(config) -> tuple[np.ndarray, tuple]:
-    """One cache input of a model with a KV cache: float32 [batch, H, past, D], batch and past symbolic."""
-    return np.zeros((1, config.n_head, 0, config.n_embd // config.n_head), np.float32), (BATCH, None, PAST, None)
-
-
-def compile_with_cache(module, config, *, seq: str | None = SEQ):
-    """`module` (a GPT2WithCache around a loaded GPT2LMHeadModel) compiled as `pixi run gpt2` runs it:
-    int64 ids [batch, seq] and 2L float32 caches [batch, H, past, D], all three symbolic (`seq=None`:
-    one position, for a decode-only graph)."""
-    ids = (np.zeros((1, 1), np.int64), (BATCH, seq))
-    return compile_module(module, [ids] + [cache_input(config)] * (2 * config.n_layer))
-
-
-def greedy_with_cache(run, cache: list, input_ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
-    """Greedy generation through `run` (a model with a KV cache, compiled): input_ids [B, T] and its
-    empty cache 2L x [B, H, 0, D] -> new ids [B, steps + 1], and the seconds of the `steps`
-    one-position steps alone (the prompt's pass gives the first new token, untimed)."""
-    from max.experimental.tensor import Tensor
-
-    logits, *cache = run(Tensor.from_dlpack(np.ascontiguousarray(input_ids, dtype=np.int64)), *cache)
-    new = [np.from_dlpack(logits).argmax(axis=-1)[:, None].astype(np.int64)]  # [B, 1]
-    started = time.perf_counter()
-    for _ in range(steps):
-        logits, *cache = run(Tensor.from_dlpack(new[-1]), *cache)
-        new.append(np.from_dlpack(logits).argmax(axis=-1)[:, None].astype(np.int64))
-    return np.concatenate(new, axis=1), time.perf_counter() - started
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 
 @dataclass

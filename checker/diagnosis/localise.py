@@ -12,8 +12,6 @@ They run only after a part has failed unnamed, inside the check's safe call.
                   normalisation, scale; then c_attn and c_proj alone
   residual        the stream passed through, the sub-layer's input, its output added
   block           each half alone (the other silenced), then the chaining
-  model           the embeddings, then each block's input and output in turn, then ln_f
-  head            the body's output against the last hidden state
 """
 
 from __future__ import annotations
@@ -22,13 +20,12 @@ import re
 
 import numpy as np
 
-from checker.references import attention_np
-from checker.references import gpt2_np
-from checker.reporting.compare import ONE_LAYER, WHOLE_MODEL, Tolerance, compare
+from checker.references import attention_np, gpt2_np
+from checker.reporting.compare import ONE_LAYER, Tolerance, compare
 from checker.running.tensors import tensor, to_numpy
 
 
-def _ok(got: np.ndarray, want: np.ndarray, tol: Tolerance = ONE_LAYER) -> bool:
+def close(got: np.ndarray, want: np.ndarray, tol: Tolerance = ONE_LAYER) -> bool:
     return np.shape(got) == np.shape(want) and compare(got, want, axes=(), mistakes=[], tol=tol).ok
 
 
@@ -74,14 +71,15 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
 
     plain = out(ones, zeros)
     lines = []
-    if _ok(plain, z):
+    if close(plain, z):
         lines.append("with weight 1 and bias 0 it normalises each row right (rows of mean -3 to 5, spread 0.1 "
                      "to 10): the centring and the division by the standard deviation are right")
     else:
         mean = np.abs(plain.mean(-1))
         spread = plain.std(-1) / z.std(-1)
         centred = bool(mean.max() < 1e-4)
-        lines.append(f"centring: {_right(centred, f'with weight 1 and bias 0 its rows should average 0, they average up to {mean.max():.3g}')}")
+        average = f"with weight 1 and bias 0 its rows should average 0, they average up to {mean.max():.3g}"
+        lines.append(f"centring: {_right(centred, average)}")
         if np.allclose(spread, 1, atol=1e-4):
             division = "right" if centred else "right (the spread of its rows is right)"
         else:
@@ -90,13 +88,14 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
                         f"5, 0.5): the variance, eps, the square root?")
         lines.append(f"division by the standard deviation: {division}")
     # weight and bias against the learner's own normalised rows, so that they are judged on their own
-    scale = _ok(out(weight, zeros), plain * weight)
-    shift = _ok(out(ones, bias), plain + bias)
-    if scale and shift and not _ok(out(weight, bias), plain * weight + bias):
+    scale = close(out(weight, zeros), plain * weight)
+    shift = close(out(ones, bias), plain + bias)
+    if scale and shift and not close(out(weight, bias), plain * weight + bias):
         lines.append("scale by weight, then shift by bias: each alone does what it should, but with both loaded "
                      "the result is not normalised * weight + bias: the shift by bias comes after the scale")
     else:
-        lines.append(f"scale by weight: {_right(scale, 'with bias 0 the result is not its normalised rows times weight')}")
+        lines.append("scale by weight: "
+                     f"{_right(scale, 'with bias 0 the result is not its normalised rows times weight')}")
         lines.append(f"shift by bias: {_right(shift, 'with weight 1 the result is not its normalised rows plus bias')}")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
@@ -119,7 +118,8 @@ def _bias_use(got: np.ndarray, bias: np.ndarray, name: str) -> str | None:
         return None
     k = _factor(got, bias)
     if k is not None:
-        return f"{name}'s bias: forward adds {k:.3g}x {name}'s bias (expected once: call the layer, and add nothing after it)"
+        return (f"{name}'s bias: forward adds {k:.3g}x {name}'s bias (expected once: call the layer, and add nothing "
+                "after it)")
     return None  # not a multiple of the bias: what changed is not the bias alone
 
 
@@ -128,8 +128,9 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
     c_fc made to output chosen numbers (through its weight, then through its bias) and c_proj to
     pass its first inputs through; then c_proj's bias alone (every weight 0)."""
     h = x @ p["c_fc_weight"] + p["c_fc_bias"]
-    fc = _ok(_out(run, module.c_fc, x), h)
-    proj = _ok(_out(run, module.c_proj, gpt2_np.gelu_tanh(h)), gpt2_np.gelu_tanh(h) @ p["c_proj_weight"] + p["c_proj_bias"])
+    fc = close(_out(run, module.c_fc, x), h)
+    proj = close(_out(run, module.c_proj, gpt2_np.gelu_tanh(h)),
+               gpt2_np.gelu_tanh(h) @ p["c_proj_weight"] + p["c_proj_bias"])
     C, I = p["c_proj_weight"].shape[1], p["c_fc_weight"].shape[1]
     points = np.zeros(I)
     points[:len(ACTIVATION_AT)] = ACTIVATION_AT
@@ -160,8 +161,11 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
         activation = "right (GELU, tanh approximation)"
         through_bias = read(points, via_bias=True)[:len(ACTIVATION_AT)]
         if not np.allclose(through_bias, gelu, atol=1e-4):
-            k = min(np.linspace(-3, 3, 61), key=lambda k: np.abs(gpt2_np.gelu_tanh(k * ACTIVATION_AT) - through_bias).max())
-            seen = f" GELU({k:.3g}x its bias)" if np.allclose(gpt2_np.gelu_tanh(k * ACTIVATION_AT), through_bias, atol=1e-3) else " something else"
+            k = min(np.linspace(-3, 3, 61),
+                    key=lambda k: np.abs(gpt2_np.gelu_tanh(k * ACTIVATION_AT) - through_bias).max())
+            seen = (f" GELU({k:.3g}x its bias)"
+                    if np.allclose(gpt2_np.gelu_tanh(k * ACTIVATION_AT), through_bias, atol=1e-3)
+                    else " something else")
             fc_bias = (f"c_fc's bias: when c_fc's output comes from its bias, the activation gets{seen}, not "
                        f"GELU(the bias): forward uses c_fc's bias again (call the layer, add nothing after it)")
     else:
@@ -169,7 +173,8 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
         near = np.abs(KNOWN[like](ACTIVATION_AT) - act).max() < 1e-3
         shown = ", ".join(f"{v:.3g}" for v in act[[4, 6, 8, 10, 12]])
         activation = (f"at x = -2, -1, 0, 1, 2 it gives {shown}; GPT-2's GELU gives "
-                      f"{', '.join(f'{v:.3g}' for v in gelu[[4, 6, 8, 10, 12]])}" + (f" (that is {like})" if near else ""))
+                      f"{', '.join(f'{v:.3g}' for v in gelu[[4, 6, 8, 10, 12]])}"
+                      + (f" (that is {like})" if near else ""))
     lines = [fc_bias or f"c_fc alone: {_right(fc, 'differs from x @ W + b with the checkpoint weights')}",
              f"the activation between them (read through c_fc and c_proj): {activation}",
              proj_bias or f"c_proj alone: {_right(proj, 'differs from x @ W + b with the checkpoint weights')}"]
@@ -214,7 +219,8 @@ def rows(got: np.ndarray, table: np.ndarray, want_rows: np.ndarray, what: str) -
         which = f" (row {same[0]} of {what})" if same.size else ""
         return [f"where: every position holds its right row of {what} plus the same vector{which}: "
                 "something is added to the rows"]
-    return [f"where: {int((~exact).sum())} of {len(want)} positions hold no row of {what} (nor a multiple of the right one)"]
+    return [f"where: {int((~exact).sum())} of {len(want)} positions hold no row of {what} (nor a multiple of the "
+            "right one)"]
 
 
 def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
@@ -231,19 +237,21 @@ def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
     future = np.triu(np.ones((T, T), dtype=bool), 1)
     scores = q @ np.swapaxes(k, -1, -2)
     right = attention_np.softmax(np.where(future, -np.inf, scores / np.sqrt(D)))
-    if _ok(w, right):
+    if close(w, right):
         return ["where: the attention weights are right (read through one-hot values); the weighted sum of "
                 "the values is not"]
     leak = float(np.abs(w[..., future]).max()) if future.any() else 0.0
     sums = w.sum(-1)
+    summed = f"each query weights sum to {sums.min():.3g}..{sums.max():.3g} over the keys (expected 1)"
     lines = [f"mask: {_right(leak < 1e-6, f'future keys get weight up to {leak:.3g} (expected 0)')}",
-             f"normalisation: {_right(np.allclose(sums, 1, atol=1e-4), f'each query weights sum to {sums.min():.3g}..{sums.max():.3g} over the keys (expected 1)')}"]
+             f"normalisation: {_right(np.allclose(sums, 1, atol=1e-4), summed)}"]
     allowed = ~future & (np.tril(np.ones((T, T), dtype=bool), -1) | np.eye(T, dtype=bool))
     logw = np.log(np.clip(w, 1e-30, None))
     s, lw = scores[..., allowed], logw[..., allowed]
     s, lw = s - s.mean(-1, keepdims=True), lw - lw.mean(-1, keepdims=True)
     factor = float((s * lw).sum() / (s * s).sum())  # log w = factor * (q.k) + a constant per row
-    lines.append(f"scale: {_right(abs(factor * np.sqrt(D) - 1) < 1e-3, f'the weights follow softmax(q.k x {factor:.4g}), expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)')}")
+    followed = f"the weights follow softmax(q.k x {factor:.4g}), expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)"
+    lines.append(f"scale: {_right(abs(factor * np.sqrt(D) - 1) < 1e-3, followed)}")
     return ["where (the weights, read through one-hot values): " + lines[0], *lines[1:]]
 
 
@@ -252,8 +260,9 @@ def attention_layers(run, module, refs: dict) -> list[str]:
     (every weight 0: q = k = 0 weighs the values evenly, so each position's output is v's bias)."""
     C = refs["ln_1"].shape[-1]
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
-    c_attn = _ok(_out(run, module.c_attn, refs["ln_1"]), refs["ln_1"] @ params["c_attn_weight"] + params["c_attn_bias"])
-    c_proj = _ok(_out(run, module.c_proj, refs["merged"]), refs["attn"])
+    c_attn = close(_out(run, module.c_attn, refs["ln_1"]),
+                   refs["ln_1"] @ params["c_attn_weight"] + params["c_attn_bias"])
+    c_proj = close(_out(run, module.c_proj, refs["merged"]), refs["attn"])
     x = refs["ln_1"][:1]
     b = np.linspace(-1.0, 1.0, C)
 
@@ -262,11 +271,13 @@ def attention_layers(run, module, refs: dict) -> list[str]:
                  "c_proj.weight": proj_weight, "c_proj.bias": proj_bias}
         return _loaded(run, module, probe, lambda: _out(run, module, x))
 
-    attn_bias = _bias_use(forward_with(np.concatenate([np.zeros(2 * C), b]), np.eye(C), np.zeros(C)), b + 0 * x, "c_attn")
+    attn_bias = _bias_use(forward_with(np.concatenate([np.zeros(2 * C), b]), np.eye(C), np.zeros(C)), b + 0 * x,
+                          "c_attn")
     proj_bias = _bias_use(forward_with(np.zeros(3 * C), np.zeros((C, C)), b), b + 0 * x, "c_proj")
     if attn_bias or proj_bias:
         return ["where: " + "; ".join(line for line in (
-            attn_bias or f"c_attn alone {_right(c_attn, 'is wrong')}", proj_bias or f"c_proj alone {_right(c_proj, 'is wrong')}"))]
+            attn_bias or f"c_attn alone {_right(c_attn, 'is wrong')}",
+            proj_bias or f"c_proj alone {_right(c_proj, 'is wrong')}"))]
     lines = [f"where: c_attn alone {_right(c_attn, 'is wrong')}; c_proj alone {_right(c_proj, 'is wrong')}"]
     if c_attn and c_proj:
         lines.append(f"c_attn's output has q, k, v as {C}-wide thirds, in that order: with the parts above right, "
@@ -296,11 +307,11 @@ def residual(run, fn, x: np.ndarray) -> list[str]:
     kept = "no" if k is None else f"no: it returns {k:.3g}x the stream (the stream added {k:.3g} times?)"
     stream = x if k is None else k * x  # the other two are judged on the stream as this code passes it on
     given = "" if k is None or abs(k - 1) < 1e-3 else " (on top of the stream as it passes)"
-    lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(_ok(passed, x), kept)}",
+    lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(close(passed, x), kept)}",
              f"the sub-layer's output is added to the stream (ln passing x on, the sub-layer doubling it): "
-             f"{_right(_ok(out(same, double), stream + 2 * x), 'no') + given}",
+             f"{_right(close(out(same, double), stream + 2 * x), 'no') + given}",
              f"the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: x + (2x + 1)): "
-             f"{_right(_ok(out(double, plus_one), stream + 2 * x + 1), 'no') + given}"]
+             f"{_right(close(out(double, plus_one), stream + 2 * x + 1), 'no') + given}"]
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 
@@ -313,65 +324,13 @@ def block(run, module, x: np.ndarray, b) -> list[str]:
 
     attn_half = _loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: _out(run, module, x))
     mlp_half = _loaded(run, module, silenced("attn", C), lambda: _out(run, module, x))
-    a_ok, m_ok = _ok(attn_half, x + b.attn(b.ln_1(x))), _ok(mlp_half, x + b.mlp(b.ln_2(x)))
+    a_ok, m_ok = close(attn_half, x + b.attn(b.ln_1(x))), close(mlp_half, x + b.mlp(b.ln_2(x)))
     lines = [f"the attention half alone (the MLP silenced): {_right(a_ok, 'is not x + attn(ln_1(x))')}",
              f"the MLP half alone (the attention silenced): {_right(m_ok, 'is not x + mlp(ln_2(x))')}"]
     if a_ok and m_ok:
         lines.append("each half is right alone: how they are chained is not (the MLP half reads the stream after "
                      "the attention half was added)")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
-
-
-def model(run, module, ids: np.ndarray, refs: dict) -> list[str]:
-    """The stream as it goes through the learner's model: every block's input and output recorded."""
-    from checker.running.tensors import int_tensor
-
-    blocks = list(getattr(module, "h", []))
-    seen: list[tuple[int, np.ndarray, np.ndarray]] = []
-    for i, blk in enumerate(blocks):
-        forward = blk.forward
-
-        def recording(x, *args, i=i, forward=forward, **kwargs):
-            y = forward(x, *args, **kwargs)
-            seen.append((i, np.from_dlpack(x).astype(np.float64), np.from_dlpack(y).astype(np.float64)))
-            return y
-
-        object.__setattr__(blk, "forward", recording)
-    try:
-        run.call(module, int_tensor(ids))
-    finally:
-        for blk in blocks:
-            object.__delattr__(blk, "forward")
-    if not seen:
-        return []
-    hidden, n = refs["hidden"], len(blocks)
-    wants = [*hidden[1:n], refs["last_block_out"]]  # each block's right output
-    order = [i for i, _, _ in seen]
-    if order != list(range(n)):
-        return [f"where: the blocks ran in the order {', '.join(f'h.{i}' for i in order[:14])}"
-                f"{', ...' if len(order) > 14 else ''} (expected h.0 to h.{n - 1}, once each)"]
-    if not _ok(seen[0][1], hidden[0]):
-        return ["where: the input of h.0 is not wte(ids) + wpe(positions): the embeddings"]
-    for (i, x, y), want in zip(seen, wants):
-        if i and not _ok(x, seen[i - 1][2], WHOLE_MODEL):
-            return [f"where: h.0 to h.{i - 1} are right, but h.{i}'s input is not h.{i - 1}'s output"]
-        if not _ok(y, want, WHOLE_MODEL):
-            return [f"where: the stream is right up to h.{i}'s input; h.{i}'s output is not"]
-    return [f"where: every block's input and output are right; what follows h.{n - 1} is not (ln_f?)"]
-
-
-def head(run, module, ids: np.ndarray, refs: dict) -> list[str]:
-    """The body's output (model.transformer) against the last hidden state."""
-    from checker.running.tensors import int_tensor
-
-    body = getattr(module, "transformer", None)
-    if body is None:
-        return []
-    hidden = to_numpy(run.call(body, int_tensor(ids)), "transformer")
-    if _ok(hidden, refs["last_hidden"], WHOLE_MODEL):
-        return ["where: the body (self.transformer) gives the right last hidden state; the head after it "
-                "(hidden_states @ wte.weight.T) is not"]
-    return ["where: the body (self.transformer) already differs from the last hidden state: run step 10's check"]
 
 
 def _clauses(lines: list[str]) -> list[str]:

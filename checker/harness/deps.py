@@ -4,7 +4,7 @@ A step like 09 builds on the learner's own steps 03, 04, 07 and 08. When its
 output is wrong, the most useful thing to say first is which of those fails
 its own check. The dependencies are read from what the checked module
 actually imported (`steps.step_NN` or `solutions.solution_NN`, or the online
-book's February 2026 `step_NN`, see checker.running.compat), followed transitively, so
+book's February 2026 `step_NN`, see runtime.compat), followed transitively, so
 a learner who wrote a step differently is judged on what their code uses.
 Each file is checked as the course step it is (checker.harness.layout): in the
 February layout steps/step_02.py holds GPT2MLP and is checked as step 04.
@@ -12,18 +12,15 @@ February layout steps/step_02.py holds GPT2MLP and is checked as step 04.
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from checker import registry
+from checker.harness import verdicts
+from checker.harness.layout import place
 from checker.reporting.report import FAIL, PASS, Part
-
-# steps.step_NN, solutions.solution_NN, the February layout's step_NN (checker.running.compat.sibling), and
-# a step imported relatively from a folder of its own (checker.running.learner.package_of)
-_STEP = re.compile(r"^(?:steps(?:__[0-9a-f]+)?\.step|solutions\.solution|step)_(\d\d)(?:__[0-9a-f]+)?$")
+from runtime.learner import imported_steps
 
 
 @dataclass(frozen=True)
@@ -44,18 +41,7 @@ class Used:
 
 def uses(module: ModuleType) -> list[Used]:
     """The step files `module` uses, directly or through each other, in the order of their course steps."""
-    from checker.harness.layout import place
-
-    found: dict[str, ModuleType] = {}  # by the file's own number
-    todo = [module]
-    while todo:
-        mod = todo.pop()
-        for value in vars(mod).values():
-            name = getattr(value, "__module__", None) or (value.__name__ if isinstance(value, ModuleType) else None)
-            m = _STEP.match(name or "")
-            if m and m.group(1) not in found and name in sys.modules:
-                found[m.group(1)] = sys.modules[name]
-                todo.append(sys.modules[name])
+    found = imported_steps(module)
     used = [Used(number, place(Path(m.__file__), number).step, m) for number, m in found.items()]
     return sorted(used, key=lambda u: (u.step, u.number))
 
@@ -79,8 +65,6 @@ _found: dict[tuple[str, str], dict] | None = None  # while earlier steps are che
 def _verdict(step: str, path: Path, checkpoint, timeout: float) -> dict:
     """The file's verdict as step `step`, from the cache while none of the files it depends on changed
     (checker.harness.verdicts)."""
-    from checker.harness import verdicts
-
     return verdicts.verdict(step, path, checkpoint, timeout=timeout)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from checker import registry
-from checker.paths import shown
+from runtime.paths import shown
 
 # The online book's February 2026 layout: its step -> (what it defines, the course step it is checked as,
 # what it is here).
@@ -98,7 +98,8 @@ def place(path: Path, number: str | None = None) -> Placement:
 
     The step of its number when the file defines what that step's check reads (or nothing known);
     else the latest course step whose names it defines (a later step may define an earlier one's
-    helper too); else a step whose check lives beside it (checker.steps.step12_book, checker.steps.main_program).
+    helper too); else a step whose check lives beside it (checker.steps.online_book.step12,
+    checker.steps.online_book.main_program).
     """
     number = number or number_of(path)
     names = defined(path)

@@ -22,16 +22,22 @@ from types import ModuleType
 
 import numpy as np
 
-from checker.running import compat
-from checker.running import learner
-from checker.reporting.compare import ONE_LAYER, Tolerance, compare
-from checker.running.learner import LearnerError
 from checker import registry
-from checker.paths import shown
-from checker.running.loading import load_module
-from checker.running.tensors import tensor, to_numpy
+from checker.diagnosis.compiled import SYMBOLIC, probe
+from checker.diagnosis.localise import unplaced
+from checker.harness.deps import earlier_steps_part, used_steps
+from checker.harness.layout import book_number
+from checker.references.reference import activations
+from checker.reporting.compare import ONE_LAYER, Tolerance, compare
 from checker.reporting.report import FAIL, PASS, SKIP, Part, Report
-from checker.references.weights import Checkpoint
+from checker.running.tensors import tensor, to_numpy
+from runtime import compat, learner
+from runtime.checkpoints import Checkpoint
+from runtime.learner import LearnerError
+from runtime.loading import load_module
+from runtime.paths import shown
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 
 def _key(value):
@@ -79,8 +85,6 @@ def mistake_outputs(mistakes, *inputs):
 def prepare(step: str, checkpoint: Checkpoint) -> None:
     """What step `step`'s check compares with, computed now (with torch, once; then cached): the
     step's own `prepare` where it registered one, otherwise the shared activations."""
-    from checker.references.reference import activations
-
     (registry.step(step).prepare or activations)(checkpoint)
 
 
@@ -106,8 +110,6 @@ class StepRun:
 
     def import_step(self) -> ModuleType | None:
         """The learner's module, or None after recording why it did not import."""
-        from checker.harness.deps import used_steps
-
         try:
             module = learner.import_step(self.path, f"_learner_step{self.step}_{abs(hash(str(self.path)))}",
                                          timeout=self.timeout)
@@ -127,8 +129,6 @@ class StepRun:
         """The learner's module and {name: what it defines} for each of `names`, then the "earlier
         steps" part (checker.harness.deps); None when the file does not import or lacks one of them,
         each reason recorded (the check then finishes: "needs ...")."""
-        from checker.harness.deps import earlier_steps_part
-
         step = self.import_step()
         fns = step and {name: self.need(step, name) for name in names}
         if not fns or None in fns.values():
@@ -152,8 +152,6 @@ class StepRun:
 
     def contract(self, description: str) -> None:
         """Records that the file follows the online book's contract for this step (see each step's adapter)."""
-        from checker.harness.layout import book_number  # the February 2026 layout numbers its steps otherwise
-
         self.book = True
         self.report.header.append(f"Contract: the online book's step {book_number(self.path, self.step)}: "
                                   f"{description}; checked on the same numbers")
@@ -187,7 +185,6 @@ class StepRun:
             verdict = compare(got, want, axes=axes, mistakes=outs, tol=tol)
         part = Part.from_verdict(name, verdict)
         if not verdict.ok and verdict.mistake is None and localise is not None and got.shape == want.shape:
-            from checker.diagnosis.localise import unplaced
 
             try:
                 lines = localise(got)
@@ -220,8 +217,6 @@ class StepRun:
         Runs only once every part before it passes (a new graph takes ~15 s to
         compile); otherwise the part is left to `finish` as skipped.
         """
-        from checker.diagnosis.compiled import SYMBOLIC, probe
-
         if any(p.status != PASS for p in self.report.parts):
             return None
         what = registry.step(self.step).probe.what

@@ -23,7 +23,8 @@ import json
 from functools import cache
 from pathlib import Path
 
-from checker.paths import CACHE, REPO, save
+from checker.harness import layout
+from runtime.paths import CACHE, REPO, save
 
 STORE = CACHE / "verdicts.json"
 
@@ -98,7 +99,6 @@ def verdict(step: str, path: Path, checkpoint, *, timeout: float) -> dict:
     the adapter for its layout where it has one (checker.harness.layout)."""
     found = lookup(step, path, checkpoint)
     if found is None:
-        from checker.harness import layout
 
         found = store(step, path, checkpoint, layout.check(step, path, checkpoint, timeout=timeout))
     return found

@@ -22,6 +22,13 @@ def merge_heads(t: np.ndarray) -> np.ndarray:
     return t.transpose(0, 2, 1, 3).reshape(B, T, H * D)
 
 
+def causal_mask(T: int, N: int, *, allowed=lambda q, k, N: k <= N + q, masked=-np.inf, kept=0.0, width=None):
+    """The causal mask for T new positions after N cached ones: [T, width or N + T], `kept` where
+    allowed(query, key, N) and `masked` elsewhere (0 and -inf by default: query i sees keys 0 .. N + i)."""
+    q, k = np.indices((T, width or N + T))
+    return np.where(allowed(q, k, N), kept, masked)
+
+
 def softmax(s: np.ndarray, axis: int = -1) -> np.ndarray:
     s = s - np.max(s, axis=axis, keepdims=True)
     e = np.exp(s)

@@ -7,9 +7,8 @@ import functools
 
 import numpy as np
 
-from checker.references import attention_np
-from checker.references import gpt2_np
-from checker.references.weights import Checkpoint
+from checker.references import attention_np, gpt2_np
+from runtime.checkpoints import Checkpoint
 
 NAMES = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
          "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
@@ -75,6 +74,9 @@ WIRING_MISTAKES = {
     "norm-on-output": ("ln was applied to the sub-layer's output instead of its input",
                        "normalise what goes into the sub-layer: x + sublayer(ln(x))"),
 }
+# Each wiring as code, in terms of the stream x, its LayerNorm ln and its sub-layer f: a mistake's edit.
+WIRING_CODE = {"no-residual": "f(ln(x))", "normed-residual": "ln(x) + f(ln(x))", "post-norm": "ln(x + f(x))",
+               "no-norm": "x + f(x)", "norm-on-output": "x + ln(f(x))"}
 
 
 class Model:

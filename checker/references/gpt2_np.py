@@ -7,6 +7,8 @@ the reference inputs. Float64 throughout; parameters in Hugging Face's layout
 
 from __future__ import annotations
 
+from math import erf, sqrt
+
 import numpy as np
 
 
@@ -32,8 +34,6 @@ def gelu_tanh(x):
 
 
 def gelu_exact(x):
-    from math import erf, sqrt
-
     return 0.5 * x * (1 + np.vectorize(erf)(x / sqrt(2)))
 
 
@@ -42,7 +42,8 @@ ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu_exact": gelu_exact,
 
 
 def mlp(x, p, *, act="gelu_tanh", c_proj=True, fc_bias=True, proj_bias=True):
-    """c_proj(act(c_fc(x))): [B, T, C] -> [B, T, C]; `p` holds c_fc_weight [C, 4C], c_fc_bias, c_proj_weight [4C, C], c_proj_bias."""
+    """c_proj(act(c_fc(x))): [B, T, C] -> [B, T, C]; `p` holds c_fc_weight [C, 4C], c_fc_bias, c_proj_weight [4C, C],
+    c_proj_bias."""
     h = ACTIVATIONS[act](x @ p["c_fc_weight"] + (p["c_fc_bias"] if fc_bias else 0))
     if not c_proj:
         return h

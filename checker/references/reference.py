@@ -19,8 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.paths import CACHE, save
-from checker.references.weights import Checkpoint
+from runtime.checkpoints import Checkpoint
+from runtime.hf import load_hf_model
+from runtime.paths import CACHE, save
+
+# torch and tokenizers are imported inside the functions that use them: importing them takes seconds.
 
 FORMAT = 4  # bump when what is captured changes
 TEXTS = (
@@ -65,19 +68,6 @@ def _cached(path: Path, what: str, compute) -> dict[str, np.ndarray]:
     refs = compute()
     save(path, lambda tmp: np.savez(tmp, **refs))
     return refs
-
-
-def load_hf_model(checkpoint: Checkpoint):
-    """The Hugging Face GPT2LMHeadModel for `checkpoint`, float32, eval mode, on the CPU."""
-    import torch
-    from transformers import GPT2LMHeadModel
-    from transformers.utils import logging
-
-    torch.set_grad_enabled(False)
-    logging.disable_progress_bar()  # "Loading weights" would land in the middle of a report
-    return GPT2LMHeadModel.from_pretrained(
-        checkpoint.path, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
 
 
 def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:

@@ -29,7 +29,6 @@ from typing import Callable
 import numpy as np
 
 
-
 @dataclass(frozen=True)
 class Tolerance:
     """|got - want| <= scale * typical|want| + rtol * |want|, elementwise."""
@@ -78,6 +77,17 @@ CORRECT_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
+class Edit:
+    """How to make a mistake in a copy of the step's solution: `old` (a text that occurs once) replaced by
+    `new`, or each of several olds by its new, in turn. `file` is the solution's file by default, else a file
+    of the solution's kernel folder ("matvec.mojo": in solutions/solution_NN_kernel/)."""
+
+    old: str | tuple[str, ...]
+    new: str | tuple[str, ...]
+    file: str = ""
+
+
+@dataclass(frozen=True)
 class Mistake:
     """A known wrong implementation of one part of a step."""
 
@@ -87,6 +97,7 @@ class Mistake:
     # The part's output with this mistake, from the reference inputs; None for
     # a mistake the check recognises another way (a config value, a loading rule).
     compute: Callable[..., np.ndarray] | None = None
+    edit: Edit | None = None  # the mistake made in the solution: the suite requires the check to name it
 
 
 @dataclass
@@ -180,7 +191,8 @@ def compare(
                     [f"that shape is what you get when {m.says}"],
                     m,
                 )
-        return Verdict(False, f"shape {list(got.shape)}, expected {list(want.shape)} ({' x '.join(a or 'C' for a in axes)})")
+        return Verdict(False, f"shape {list(got.shape)}, expected {list(want.shape)} "
+                       f"({' x '.join(a or 'C' for a in axes)})")
 
     finite = np.isfinite(got) & np.isfinite(want)
     # NaN and inf count as right only where the reference has the same (a mask's -inf, say).

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 
 from checker.reporting.compare import Mistake, Verdict
-from checker.running.learner import LearnerError
+from runtime.learner import LearnerError
 
 PASS, FAIL, TODO, SKIP = "PASS", "FAIL", "TODO", "SKIP"
 
@@ -36,7 +36,8 @@ class Report:
     header: list[str]  # first the weights line, then the inputs
     parts: list[Part] = field(default_factory=list)
     printed: str = ""  # what the learner's code printed, shown apart from the verdict
-    files: list = field(default_factory=list)  # the course's step files the checked file imports (checker.harness.verdicts)
+    # the course's step files the checked file imports (checker.harness.verdicts)
+    files: list = field(default_factory=list)
     cut_short: bool = False  # a time limit stopped learner code: the verdict holds for this limit only
 
     @property

@@ -6,11 +6,11 @@ tensor's end), and a loop whose index never grows never returns. `run_probe` run
 what it computed, so a crash or a hang becomes a verdict instead of ending the check:
 
     cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED;
-              matvec_q8 gets w as quantize(w) from checker.references.quantize: q [M, K] int8, scales [M, KB]
+              matvec_q8 gets w as quantize(w) from runtime.quantize: q [M, K] int8, scales [M, KB]
     returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ); each
               input is followed in memory by GUARD NaNs (guarded), so a read past its end shows as NaN
 
-A compile error in the Mojo comes back as checker.running.learner.explain words it: the file, the line and
+A compile error in the Mojo comes back as runtime.learner.explain words it: the file, the line and
 Mojo's message with its source line, without the mojo command line and its warnings.
 """
 
@@ -26,9 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.running.learner import LearnerError
-from checker.paths import REPO
-from checker.references.quantize import quantize
+import runtime
+from runtime.learner import LearnerError, call, explain, import_step
+from runtime.paths import REPO
+from runtime.quantize import quantize
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 SEED = 15
 NOT_WRITTEN = "not implemented yet"
@@ -82,8 +85,8 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
                                     "function": function}))
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         try:
-            done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)], capture_output=True,
-                                  text=True, timeout=timeout, env=env, cwd=REPO)
+            done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
+                                  capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
         except subprocess.TimeoutExpired:
             raise LearnerError(f"your kernel did not finish the {len(cases)} cases in {timeout:.0f} s (its build "
                                "included): a loop whose index never reaches its end?") from None
@@ -105,8 +108,7 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
 
 def _child(spec_file: str, out_file: str) -> int:
     """In the child: runs each case, saves {name: [R, N, M]}; an error goes to error.json."""
-    import checker  # noqa: F401  (MAX's executor setting)
-    from checker.running.learner import call, explain, import_step
+    runtime.setup()
 
     spec = json.loads(Path(spec_file).read_text())
     error = Path(out_file).with_name("error.json")

@@ -21,6 +21,8 @@ from types import ModuleType
 
 import numpy as np
 
+# MAX is imported inside the functions that use it: importing it takes seconds.
+
 KINDS = ("key", "value")
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from checker.running import learner
-from checker.running.learner import LearnerError
+from runtime import learner
+from runtime.learner import LearnerError
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
 
 
 def tensor(a: np.ndarray):

@@ -1,10 +1,3 @@
-"""Every step's check, one module per step (`stepNN.py`), and the checks for files of the online
-book's other layouts beside them (`step12_book.py`, `main_program.py`). Importing this package
-imports each module here, and each registers itself (checker.registry); a new step's check is a
-new module here."""
-
-import importlib
-import pkgutil
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+"""Every step's check, a folder per step (`stepNN/`: its check, its mistakes, its hints, its numpy
+references), and the checks for files of the online book's other layouts (`online_book/`). The
+registry finds the folders (checker.registry); nothing else imports them."""

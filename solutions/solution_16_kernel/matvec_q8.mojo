@@ -9,7 +9,7 @@ end, one stream through memory (x's row stays in the core's cache). A block's 32
 vectors of 16 floats, their products with x summed, and the sum scaled once per block.
 Row after row, not step 15's ROWS rows at once: a row of q is 4x fewer bytes than a row of w, so
 the CPU's work per byte is larger, and one stream per task is what lets the memory keep up (the
-49 products of a step at 80-82% of the measured bandwidth on a 2-core AMD EPYC, 8 rows at once 65%).
+book's performance page has the figures).
 """
 
 import extensibility

@@ -2,7 +2,7 @@
 (max.experimental.*): generate_text, greedy or sampled with numpy's global generator.
 
 The probabilities are divided by their sum before np.random.choice: the page's float32 softmax cast
-to float64 sums to 1 only within float32's precision, which numpy refuses (see checker.steps.step12_book).
+to float64 sums to 1 only within float32's precision, which numpy refuses (see checker.steps.online_book.step12).
 """
 
 import max.experimental.functional as F

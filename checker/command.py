@@ -1,0 +1,103 @@
+"""`python -m checker NN`: check step NN (the `pixi run sNN` tasks).
+
+    python -m checker 07                  check steps/step_07.py
+    python -m checker 07 --hint           ... and show the next hint for the first failing part
+    python -m checker 07 --solution       ... and show the solution's code for that part only
+    python -m checker 07 --explore        ... and show what multi-head attention is (parameters, one head, loops)
+    python -m checker 07 --check-solution check solutions/solution_07.py instead
+    python -m checker 07 --file PATH      check another copy of the step
+    python -m checker 07 --timeout 60     time limit per call into your code, in seconds
+
+Exit status: 0 if every part passes, 1 if any part fails, 2 if the check
+itself could not run (for example, unreadable weights).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from checker import hints, registry, warmup
+from checker.harness import layout, verdicts
+from checker.harness.runner import prepare
+from checker.reporting.report import PASS, use_color
+from runtime.checkpoints import WeightsError, find_checkpoint
+from runtime.paths import REPO, step_file
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checker", description=__doc__.split("\n")[0])
+    parser.add_argument("step", help="step number, e.g. 07")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--check-solution", action="store_true", help="check the reference solution")
+    which.add_argument("--file", type=Path, help="check this file instead of steps/step_NN.py")
+    helps = parser.add_mutually_exclusive_group()
+    helps.add_argument("--hint", action="store_true", help="show the next hint for the first failing part")
+    helps.add_argument("--solution", action="store_true",
+                       help="show the solution's code for the first failing part only")
+    helps.add_argument("--explore", action="store_true",
+                       help="step 07: parameter count, single-head and explicit-loop equivalences")
+    parser.add_argument(
+        "--timeout", type=float, default=float(os.environ.get("GPT2_CHECK_TIMEOUT", 300)),
+        help="seconds allowed per call into your code (default 300; 0 for none)",
+    )
+    args = parser.parse_args(argv)
+    step = args.step.zfill(2)
+
+    if step not in registry.steps():
+        parser.error(f"no check for step {step} yet (have: {', '.join(registry.steps())})")
+
+    path = (args.file.resolve() if args.file else step_file(step, solution=args.check_solution))
+    number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
+    started = time.perf_counter()
+    try:
+        workers = warmup.start(step)  # compiles in the background while references load
+        checkpoint = find_checkpoint()
+        prepare(step, checkpoint)
+        warmup.finish(step, workers)
+        warmup.announce_compiles()
+        report = layout.check(step, path, checkpoint, timeout=args.timeout, number=number)
+    except WeightsError as e:
+        print(f"Weights problem: {e}", file=sys.stderr)
+        return 2
+
+    verdicts.store(step, path, checkpoint, report)
+    print(report.render(color=use_color()))
+    print(f"({time.perf_counter() - started:.1f} s)")
+    if args.hint or args.solution:
+        print("\n" + _help(step, report, args.hint))
+    if args.explore:
+        return _explore(step, path, report, args.timeout)
+    return 0 if report.ok else 1
+
+
+def _explore(step: str, path: Path, report, timeout: float) -> int:
+    """`--explore` (step 07): once the check passes, the equivalences of `python -m explore.equivalence` on the
+    checked file, run as that command runs them."""
+    if step != "07":
+        print("\n--explore is for step 07 (multi-head attention).")
+        return 2
+    if not report.ok:
+        print("\n--explore runs once every part above passes.")
+        return 1
+    print(flush=True)
+    return subprocess.run([sys.executable, "-m", "explore.equivalence", "--file", str(path), "--timeout",
+                           str(timeout)], cwd=REPO).returncode
+
+
+def _help(step: str, report, hint: bool) -> str:
+    """The next hint, or the reference code, for the report's first part that does not pass."""
+
+    part = next((p for p in report.parts if p.status != PASS), None)
+    if part is None:
+        return "Every part passes: nothing to hint at."
+    if hint:
+        return hints.next_hint(step, part.name)
+    code = hints.reference_code(step, part.name)
+    if code is None:
+        return f"{part.name} has no code of its own to show: follow its message above."
+    return f"The reference for {part.name}:\n\n{code}"

@@ -1,0 +1,117 @@
+"""Step 16's quantize and dequantize parts: the learner's functions on small rows whose K is no multiple of
+BLOCK and on the checkpoint's own weights, against runtime.quantize exactly (q) and to float32 rounding
+(the scales)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.harness.runner import StepRun
+from checker.reporting.compare import Tolerance, compare
+from checker.reporting.report import FAIL, PASS, Part
+from checker.steps.step16.mistakes import DEQUANTIZE_MISTAKES, MISTAKES
+from runtime import quantize as ref
+from runtime.checkpoints import Checkpoint
+from runtime.learner import LearnerError
+from runtime.loading import stored_tensors
+from runtime.quantize import BLOCK
+
+SCALES = Tolerance(0.0, 3e-7)  # float32 rounding of max|w| / 127, however it is computed
+
+
+def quantize_cases(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
+    """name -> w [M, K] float32: small rows whose K is no multiple of BLOCK (one row all zeros), then block
+    0's weights of each product and the head's first rows, as the Linear [out, in] they are."""
+    rng = np.random.default_rng(16)
+    cases = {f"w [{m}, {k}]": rng.standard_normal((m, k), dtype=np.float32)
+             for m, k in ((3, 32), (4, 45), (2, 100), (5, 7))}
+    cases["w [4, 45]"][1] = 0.0  # a row of zeros: scales 0, q 0
+    stored = stored_tensors(checkpoint)
+    for name, value in stored.items():
+        if ".h.0." in name and ref.is_product(name):
+            cases[name.split(".h.0.")[1].removesuffix(".weight")] = np.ascontiguousarray(value.T)
+    head = next(value for name, value in stored.items() if name.endswith(ref.HEAD))
+    cases["head (wte), first 512 rows"] = head[:512]
+    return cases
+
+
+def _near_tie(w: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Where w / scale is within float rounding of a half: its rounding may tip either way."""
+    per_column = np.repeat(scales, BLOCK, axis=1)[:, :w.shape[1]].astype(np.float64)
+    ratio = w.astype(np.float64) / np.where(per_column == 0, 1, per_column)
+    return np.abs(np.abs(ratio - np.trunc(ratio)) - 0.5) < 1e-4
+
+
+def _arrays(got, what: str) -> tuple[np.ndarray, np.ndarray]:
+    if not isinstance(got, tuple) or len(got) != 2:
+        raise LearnerError(f"{what} returned {type(got).__name__}, expected a tuple (q, scales)")
+    return np.asarray(got[0]), np.asarray(got[1])
+
+
+def quantize_part(run: StepRun, quantize, cases: dict[str, np.ndarray]) -> Part:
+    try:
+        got = {name: _arrays(run.call(quantize, w.copy()), "quantize(w)") for name, w in cases.items()}
+    except LearnerError as e:
+        return run.add(Part.from_error("quantize", e))
+    want = {name: ref.quantize(w) for name, w in cases.items()}
+    for name, (q, scales) in got.items():
+        if q.dtype != np.int8:
+            return run.add(Part("quantize", FAIL, f"q is {q.dtype} on {name}, int8 expected: the kernel reads one "
+                                "byte a weight"))
+        if q.shape == want[name][0].shape:  # a tie float rounding tipped the other way counts as right
+            tipped = _near_tie(cases[name], want[name][1]) & (np.abs(q.astype(int) - want[name][0]) <= 1)
+            got[name] = (np.where(tipped, want[name][0], q), scales)
+
+    def verdict(name):
+        (q, scales), (wq, ws) = got[name], want[name]
+        mistakes = [(m, fn(cases[name])) for m, fn in MISTAKES]
+        on_q = compare(q.astype(np.float64), wq.astype(np.float64), axes=("row", "column"),
+                       mistakes=[(m, out[0].astype(np.float64)) for m, out in mistakes], tol=Tolerance(0.0, 0.0))
+        on_scales = compare(scales.astype(np.float64), ws.astype(np.float64), axes=("row", "block"),
+                            mistakes=[(m, out[1].astype(np.float64)) for m, out in mistakes], tol=SCALES)
+        if not on_q.ok:
+            if not on_scales.ok:  # q = w / scale: a wrong scale makes q wrong; say so before the learner looks at q
+                on_q.details.append(f"its scales are off too ({on_scales.summary}): q is w / scale, so look at "
+                                    "the scales first")
+            return on_q, "q"
+        return on_scales, "scales"
+
+    return _cases_part(run, "quantize", {name: verdict(name) for name in cases}, MISTAKES,
+                       lambda m, fn: all(_same(got[n], fn(cases[n])) for n in cases))
+
+
+def _same(got: tuple, out: tuple) -> bool:
+    return all(a.shape == b.shape and np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=3e-7, atol=0)
+               for a, b in zip(got, out))
+
+
+def dequantize_part(run: StepRun, dequantize, cases: dict[str, np.ndarray]) -> Part:
+    packed = {name: ref.quantize(w) for name, w in cases.items()}
+    try:
+        got = {name: np.asarray(run.call(dequantize, q.copy(), s.copy())) for name, (q, s) in packed.items()}
+    except LearnerError as e:
+        return run.add(Part.from_error("dequantize", e))
+    verdicts = {name: (compare(got[name].astype(np.float64), ref.dequantize(q, s).astype(np.float64),
+                               axes=("row", "column"), mistakes=[(m, fn(q, s).astype(np.float64))
+                                                                 for m, fn in DEQUANTIZE_MISTAKES], tol=SCALES), "w")
+                for name, (q, s) in packed.items()}
+    return _cases_part(run, "dequantize", verdicts, DEQUANTIZE_MISTAKES,
+                       lambda m, fn: all(_same((got[n],), (fn(*packed[n]),)) for n in cases))
+
+
+def _cases_part(run: StepRun, part: str, verdicts: dict, mistakes, matches) -> Part:
+    """One part from per-case verdicts {name: (Verdict, what)}: the first failing case shown, a mistake named
+    when its outputs equal the learner's on every case (`matches(mistake, fn)`)."""
+    failing = [name for name, (v, _) in verdicts.items() if not v.ok]
+    if not failing:
+        worst = max((v.margin or 0.0) for v, _ in verdicts.values())
+        return run.add(Part(part, PASS, f"{len(verdicts)} weights ({', '.join(verdicts)}): equal to the reference",
+                            margin=worst))
+    first, what = verdicts[failing[0]]
+    named = next((m for m, fn in mistakes if matches(m, fn)), None) or first.mistake
+    details = [f"right on: {'; '.join(n for n in verdicts if n not in failing) or 'none'}",
+               f"{failing[0]}, its {what}: {first.summary}", *(f"  {d}" for d in first.details)]
+    if len(failing) > 1:
+        details.append(f"also off: {'; '.join(failing[1:])}")
+    return run.add(Part(part, FAIL, f"off on {len(failing)} of {len(verdicts)} weights, right on "
+                        f"{len(verdicts) - len(failing)}", details, named, first.margin))

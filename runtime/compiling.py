@@ -1,0 +1,99 @@
+"""A GPT-2 compiled whole into one MAX graph, as `pixi run gpt2` runs it.
+
+    load_gpt2(GPT2LMHeadModel, load_hf_weights, checkpoint)   the model, its weights loaded by the loader given
+    compile_gpt2(model)                     ids [batch, seq] -> logits [batch, seq, V]
+    compile_with_cache(cached, config)      ids [batch, seq], 2L caches [batch, H, past, D]
+                                            -> logits [batch, V], 2L caches [batch, H, past + seq, D]
+    compile_decode(module, config)          the same for one position: ids [batch, 1]
+    prefill_then_decode(prefill, decode)    one callable: the prompt through one graph, each step the other
+
+Every size a model is asked at is a symbolic dimension (BATCH, SEQ, PAST), so one graph serves every
+prompt; MAX caches graphs on disk, so an unchanged one loads in seconds.
+MAX is imported inside the functions: importing it takes seconds, and a command that fails early need not.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from runtime.checkpoints import Checkpoint
+from runtime.loading import stored_tensors
+
+# Symbolic dimension names, by the meaning of an axis.
+BATCH, HEADS, SEQ, PAST = "batch", "heads", "seq", "past"
+TOKENS = (BATCH, SEQ, None)  # [B, T, C]: the width stays fixed
+
+
+def _dims(array: np.ndarray, names: tuple) -> list:
+    """The input type's shape: a name where the axis is symbolic, the size where it is fixed."""
+    return [name if name else size for name, size in zip(names, array.shape)]
+
+
+def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]):
+    """`module.compile` for inputs given as (example array, axis names); None in names keeps a size."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.graph import TensorType
+
+    types = [TensorType(DType.from_numpy(a.dtype), _dims(a, names), device=CPU()) for a, names in inputs]
+    return module.compile(*types)
+
+
+def run_compiled(compiled, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """A compiled graph on numpy inputs; its outputs as float64 numpy."""
+    from max.experimental.tensor import Tensor
+
+    out = compiled(*(Tensor.from_dlpack(np.ascontiguousarray(a)) for a in arrays))
+    return [np.from_dlpack(o).astype(np.float64) for o in (out if isinstance(out, (tuple, list)) else [out])]
+
+
+def load_gpt2(model_cls, load_hf_weights, checkpoint: Checkpoint):
+    """`model_cls(config)` with the checkpoint loaded by `load_hf_weights`."""
+    from max.experimental import functional as F
+
+    with F.lazy():  # no random initialisation is computed: the checkpoint replaces it
+        model = model_cls(checkpoint.learner_config())
+    load_hf_weights(model, stored_tensors(checkpoint))
+    return model
+
+
+def compile_gpt2(model, *, quiet: bool = False):
+    """A loaded GPT2LMHeadModel compiled for int64 ids [batch, seq] (both symbolic)."""
+    started = time.perf_counter()
+    if not quiet:
+        print("Compiling the model into one MAX graph (~2 s when cached; 1-3 min after a change)...",
+              file=sys.stderr, flush=True)
+    compiled = compile_module(model, [(np.zeros((1, 1), np.int64), (BATCH, SEQ))])
+    if not quiet:
+        print(f"...compiled in {time.perf_counter() - started:.1f} s.", file=sys.stderr, flush=True)
+    return compiled
+
+
+def cache_input(config) -> tuple[np.ndarray, tuple]:
+    """One cache input of a model with a KV cache: float32 [batch, H, past, D], batch and past symbolic."""
+    return np.zeros((1, config.n_head, 0, config.n_embd // config.n_head), np.float32), (BATCH, None, PAST, None)
+
+
+def compile_with_cache(module, config, *, seq: str | None = SEQ):
+    """`module` (a GPT2WithCache around a loaded GPT2LMHeadModel) compiled: int64 ids [batch, seq] and 2L
+    float32 caches [batch, H, past, D], all three symbolic (`seq=None`: one position, a decode-only graph)."""
+    ids = (np.zeros((1, 1), np.int64), (BATCH, seq))
+    return compile_module(module, [ids] + [cache_input(config)] * (2 * config.n_layer))
+
+
+def compile_decode(module, config):
+    """`module` (a model with a KV cache whose products go through a kernel) compiled for decode: ids
+    [batch, 1], 2L caches [batch, H, past, D]. The prompt runs through another graph, so a matrix-vector
+    kernel never reads the weights once per prompt row."""
+    return compile_with_cache(module, config, seq=None)
+
+
+def prefill_then_decode(prefill, decode):
+    """One callable for a generate loop: the prompt (more than one position) through `prefill`, then
+    each one-position step through `decode`."""
+    def run(input_ids, *cache):
+        return (decode if input_ids.shape[-1] == 1 else prefill)(input_ids, *cache)
+    return run
