@@ -34,7 +34,8 @@ from runtime.paths import save
 # The eager ops each step's solution runs, and roughly how long each took to
 # compile on a 2-core CPU, in seconds (the first use on a machine).
 COST = {"matmul": 73, "band_part": 42, "softmax": 36, "div": 33, "add": 30, "mul": 30, "split": 25,
-        "mean": 24, "sub": 25, "sqrt": 25, "gelu": 30, "gather": 30, "transpose": 19, "broadcast_to": 18}
+        "mean": 24, "sub": 25, "sqrt": 25, "gelu": 30, "gather": 30, "transpose": 19, "broadcast_to": 18,
+        "compared_positions": 90, "cast": 16, "arange": 14}
 _ATTENTION = ("matmul", "band_part", "transpose", "broadcast_to", "add", "div", "split", "softmax")
 _LAYER_NORM = ("mean", "sub", "mul", "sqrt", "div", "add")
 _MLP = ("matmul", "add", "gelu")
@@ -50,6 +51,10 @@ OPS = {
     "10": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
     "11": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
 }
+# The test suite's default tier: step 11's, and what the mistakes it makes bring besides (a mask of
+# positions compared, a cast, a float arange), each compiled once here instead of by both of pytest's
+# workers at once.
+OPS["suite"] = (*OPS["11"], "compared_positions", "cast", "arange")
 
 
 def groups(step: str) -> list[list[str]]:
@@ -82,8 +87,28 @@ def _run_op(name: str) -> None:
         "sub": lambda: a - a,
         "sqrt": lambda: F.sqrt(a),
         "gelu": lambda: F.gelu(a, approximate="tanh"),
+        "compared_positions": lambda: _compared_positions(),
+        "cast": lambda: a.cast(DType.float64),
+        "arange": lambda: Tensor.arange(0, 4),
     }[name]
     np.from_dlpack(op())
+
+
+def _compared_positions():
+    """A mask from key and query positions compared, as a learner may build one (step 02's mistakes): int64
+    aranges, adds and broadcasts, comparisons, a where."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.tensor import Tensor
+
+    q = Tensor.arange(0, 3, dtype=DType.int64, device=CPU()).reshape([-1, 1])
+    k = Tensor.arange(0, 4, dtype=DType.int64, device=CPU()).reshape([1, -1])
+    zeros = F.broadcast_to(Tensor(0.0, dtype=DType.float32, device=CPU()), [3, 4])
+    masked = F.broadcast_to(Tensor(float("-inf"), dtype=DType.float32, device=CPU()), [3, 4])
+    for allowed in (k < q + 1, k <= q + 1, F.broadcast_to(Tensor(1, dtype=DType.int64, device=CPU()), [3, 4]) > k):
+        np.from_dlpack(F.where(allowed, zeros, masked))
+    return zeros
 
 
 def _stamp() -> Path:
@@ -109,8 +134,8 @@ def start(step: str) -> list[subprocess.Popen]:
     if step not in OPS or _warmed().get(step) == version("max"):
         return []
     print(
-        f"First check of step {step} on this machine: compiling MAX kernels for its operations "
-        "(once, 2-3 minutes on 2 cores)...",
+        f"First {'check of step ' + step if step.isdigit() else 'run of the test suite'} on this machine: compiling "
+        "MAX kernels for its operations (once, 2-3 minutes on 2 cores)...",
         file=sys.stderr,
         flush=True,
     )

@@ -128,11 +128,11 @@ def checkpoints():
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "tests.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        workers = warmup.start("11")  # compiles the kernels of every step while the references are computed
+        workers = warmup.start("suite")  # compiles the kernels the tier needs while the references are computed
         found = {standin: find_checkpoint(standin) for standin in STANDINS}
         for ckpt in found.values():
             prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
-        warmup.finish("11", workers)
+        warmup.finish("suite", workers)
     warmup.announce_compiles()
     return found
 
