@@ -5,6 +5,8 @@
     compile_with_cache(cached, config)      ids [batch, seq], 2L caches [batch, H, past, D]
                                             -> logits [batch, V], 2L caches [batch, H, past + seq, D]
     compile_decode(module, config)          the same for one position: ids [batch, 1]
+    compile_flash(module, config)           ids [batch, seq], past [1] int64, 2L caches [batch, H, N, D] written
+                                            in place (N = n_positions) -> logits [batch, V]
     prefill_then_decode(prefill, decode)    one callable: the prompt through one graph, each step the other
 
 Every size a model is asked at is a symbolic dimension (BATCH, SEQ, PAST), so one graph serves every
@@ -97,3 +99,14 @@ def prefill_then_decode(prefill, decode):
     def run(input_ids, *cache):
         return (decode if input_ids.shape[-1] == 1 else prefill)(input_ids, *cache)
     return run
+
+
+def compile_flash(module, config):
+    """`module` (step 17's GPT2Flash around a loaded GPT2LMHeadModel) compiled: int64 ids [batch, seq] (both
+    symbolic), past [1] int64 and 2L float32 caches [batch, H, n_positions, D], which it writes in place."""
+    ids = (np.zeros((1, 1), np.int64), (BATCH, SEQ))
+    past = (np.zeros(1, np.int64), (None,))
+    cache = (np.zeros((1, config.n_head, config.n_positions, config.n_embd // config.n_head), np.float32),
+             (BATCH, None, None, None))
+    return compile_module(module, [ids, past] + [cache] * (2 * config.n_layer))
+

@@ -3,6 +3,7 @@
     greedy_with_cache(run, cache, ids [B, T], steps)          -> new ids [B, steps + 1], seconds of the steps
     greedy_steps(run, config, empty_cache, prompt, steps)     -> new ids, each decode step's logits [V]
     decode_rates({name: run}, config, empty_cache)            -> tokens/s of each, taken in turn
+    in_place(model, caches), no_positions                     a model whose caches are written in place, as a run
 
 `run` is what runtime.compiling makes: ids and 2L caches in, logits and the grown caches out.
 MAX is imported inside the functions: importing it takes seconds.
@@ -59,3 +60,21 @@ def decode_rates(runs: dict, config, empty_cache, *, prompt_length: int = 32, st
                 _, seconds = greedy_with_cache(run, empty_cache(config, 1), prompt, steps)
                 rates[name].append(steps / seconds)
     return {name: max(r) for name, r in rates.items()}, busy_note(busy)
+
+
+def in_place(model, caches: list):
+    """A model that writes its caches in place (step 17's GPT2Flash, compiled: (ids [B, T], past [1] int64,
+    *caches) -> logits [B, V]) as the loops above take a model: (ids, past) -> (logits, past + T), `caches`
+    held here and the loops' cache being the count of positions they hold (`no_positions` gives the first)."""
+    from max.experimental.tensor import Tensor
+
+    def run(input_ids, past: int):
+        logits = model(input_ids, Tensor.from_dlpack(np.array([past], np.int64)), *caches)
+        return logits, past + int(input_ids.shape[-1])
+
+    return run
+
+
+def no_positions(config, batch_size: int) -> list[int]:
+    """The first 'cache' of an in_place model: no position held yet."""
+    return [0]

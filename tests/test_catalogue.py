@@ -24,12 +24,14 @@ def _in_mojo(step: str, mistake: str) -> bool:
     return bool(catalogued(step, mistake).edit.file)
 
 
-# Step 16's kernel mistakes in Mojo after its first: each a Mojo compile (~85 s), in the heavy tier for CI's
-# time. CI still names every one of them from its outputs, through the same judge (tests/test_step16.py),
-# and step 15's kernel mistakes and step 16's first run as Mojo in the slow tier.
-_MOJO_16 = [mistake for step, mistake, _ in CASES if step == "16" and _in_mojo(step, mistake)]
+# The kernel mistakes of steps 16 and 17 in Mojo after each step's first: each a Mojo compile (~85 s), in the
+# heavy tier for CI's time. CI still names every one of them from its outputs, through the same judge
+# (tests/test_step16.py, tests/test_step17.py), and step 15's kernel mistakes and each step's first run as
+# Mojo in the slow tier.
+_HEAVY_MOJO = {mistake for later in ("16", "17")
+               for mistake in [m for step, m, _ in CASES if step == later and _in_mojo(step, m)][1:]}
 PARAMS = [pytest.param(*case, id=f"{case[0]}-{case[1]}-{case[2]}",
-                       marks=[pytest.mark.heavy] if case[0] == "16" and case[1] in _MOJO_16[1:] else [])
+                       marks=[pytest.mark.heavy] if case[0] in ("16", "17") and case[1] in _HEAVY_MOJO else [])
           for case in CASES]
 
 

@@ -1,14 +1,17 @@
 """Running a learner's Mojo kernel safely: in a child process, with its compile errors made short.
 
 A kernel indexes memory by hand, so a wrong index can crash the process that runs it (a read past a
-tensor's end), and a loop whose index never grows never returns. `run_probe` runs the learner's
-`matvec` (step 15) or `matvec_q8` (step 16) in a child Python on the check's cases and reads back
-what it computed, so a crash or a hang becomes a verdict instead of ending the check:
+tensor's end), and a loop whose index never grows never returns. `run_kernel` runs a learner's function
+that calls their kernel in a child Python on the check's inputs and reads back what it computed, so a
+crash or a hang becomes a verdict instead of ending the check:
 
-    cases     [(name, N, K, M, bias)]: x [N, K], w [M, K], b [M] (or None), drawn from SEED;
-              matvec_q8 gets w as quantize(w) from runtime.quantize: q [M, K] int8, scales [M, KB]
-    returns   {name: [R, N, M] float32}: each case run R times (a race shows as runs that differ); each
-              input is followed in memory by GUARD NaNs (guarded), so a read past its end shows as NaN
+    arrays    {name: [inputs]}: each case's inputs, numpy arrays, each followed in memory by GUARD NaNs
+              (guarded), so a read past its end shows as NaN
+    returns   {name: [R, ...]}: each case run R times (a race shows as runs that differ), and the inputs the
+              kernel writes after each run
+
+`run_probe` is steps 15 and 16's: matvec or matvec_q8 on (name, N, K, M, bias) cases, x [N, K], w [M, K]
+and b [M] (or None) drawn from SEED; matvec_q8 gets w as quantize(w): q [M, K] int8, scales [M, KB].
 
 A compile error in the Mojo comes back as runtime.learner.explain words it: the file, the line and
 Mojo's message with its source line, without the mojo command line and its warnings.
@@ -77,18 +80,33 @@ def _signal_name(code: int) -> str:
 
 def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeout: float,
               function: str = "matvec") -> dict[str, np.ndarray]:
-    """The learner's `function` (from step file `path`) on each case, REPEATS times, in a child process.
-    Raises LearnerError for what stopped it: a compile error, an exception, a crash, the time limit."""
+    """Steps 15 and 16: the learner's matvec or matvec_q8 on each case (x, w, b drawn from SEED), REPEATS times,
+    in a child process: {name: [R, N, M]}. Raises LearnerError for what stopped it (run_kernel)."""
+    arrays = {name: kernel_args(function, *case_arrays(n, k, m, bias, SEED)) for name, n, k, m, bias in cases}
+    about = {name: f"{name} (x [{n}, {k}], w [{m}, {k}])" for name, n, k, m, bias in cases}
+    return run_kernel(path, function, arrays, timeout=timeout, indices=INDICES[function], about=about)
+
+
+def run_kernel(path: Path, function: str, arrays: dict[str, list[np.ndarray]], *, timeout: float,
+               writes: tuple[int, ...] = (), indices: str, about: dict[str, str] | None = None,
+               ) -> dict[str, np.ndarray]:
+    """The learner's `function` (from step file `path`) on each case's inputs `arrays[name]`, REPEATS times,
+    in a child process, each input GUARDed, a fresh copy of each input a run: {name: [R, ...]} its output in
+    each run, and {"name#i": [R, ...]} input i after each run for each i in `writes` (a kernel that writes
+    into an input: step 17's caches). Raises LearnerError for what stopped it: a compile error, an exception,
+    a crash (`indices` says which indices to check), the time limit."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec, out = Path(tmp) / "cases.json", Path(tmp) / "out.npz"
-        spec.write_text(json.dumps({"path": str(path), "cases": cases, "seed": SEED, "repeats": REPEATS,
-                                    "function": function}))
+        spec, inputs, out = Path(tmp) / "spec.json", Path(tmp) / "inputs.npz", Path(tmp) / "out.npz"
+        np.savez(inputs, **{f"{name}#{i}": a for name, args in arrays.items() for i, a in enumerate(args)})
+        spec.write_text(json.dumps({"path": str(path), "function": function, "cases": list(arrays),
+                                    "inputs": str(inputs), "writes": list(writes), "repeats": REPEATS,
+                                    "about": about or {}}))
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         try:
             done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
                                   capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
         except subprocess.TimeoutExpired:
-            raise LearnerError(f"your kernel did not finish the {len(cases)} cases in {timeout:.0f} s (its build "
+            raise LearnerError(f"your kernel did not finish the {len(arrays)} cases in {timeout:.0f} s (its build "
                                "included): a loop whose index never reaches its end?") from None
         error = Path(tmp) / "error.json"
         if error.exists():
@@ -98,7 +116,7 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
             case = f" on {running.read_text()}" if running.exists() else ""
             raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}){case}: "
                                f"a read or write outside a tensor. Check each index against the tensor's size: "
-                               f"{INDICES[function]}")
+                               f"{indices}")
         if done.returncode != 0 or not out.exists():
             tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
             raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
@@ -107,9 +125,8 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
 
 
 def _child(spec_file: str, out_file: str) -> int:
-    """In the child: runs each case, saves {name: [R, N, M]}; an error goes to error.json."""
+    """In the child: runs each case, saves its outputs (and the inputs it writes); an error goes to error.json."""
     runtime.setup()
-
     spec = json.loads(Path(spec_file).read_text())
     error = Path(out_file).with_name("error.json")
 
@@ -123,21 +140,27 @@ def _child(spec_file: str, out_file: str) -> int:
 
         function = spec["function"]
         step = import_step(Path(spec["path"]), "_probe_kernel")
-        matvec = getattr(step, function, None)
-        if matvec is None:
+        kernel = getattr(step, function, None)
+        if kernel is None:
             raise LearnerError(f"{Path(spec['path']).name} defines no {function}")
         results = {}
-        for name, n, k, m, bias in spec["cases"]:
-            Path(out_file).with_name("running.txt").write_text(f"{name} (x [{n}, {k}], w [{m}, {k}])")
-            inputs = [guarded(a) for a in kernel_args(function, *case_arrays(n, k, m, bias, spec["seed"]))]
-            args = [Tensor.from_dlpack(a) for a in inputs]  # the Tensors share the guarded buffers
-            runs = []
+        with np.load(spec["inputs"]) as stored:
+            cases = {name: [stored[f"{name}#{i}"] for i in range(sum(k.startswith(f"{name}#") for k in stored.files))]
+                     for name in spec["cases"]}
+        for name, arrays in cases.items():
+            Path(out_file).with_name("running.txt").write_text(spec["about"].get(name, name))
+            runs, written = [], {i: [] for i in spec["writes"]}
             for _ in range(spec["repeats"]):
-                y = call(matvec, *args, timeout=0, checking=Path(spec["path"]))
+                inputs = [guarded(a.copy()) for a in arrays]
+                args = [Tensor.from_dlpack(a) for a in inputs]  # the Tensors share the guarded buffers
+                y = call(kernel, *args, timeout=0, checking=Path(spec["path"]))
                 if y is None:
                     raise LearnerError(f"{function}() returned None: is a `return` missing?")
                 runs.append(np.from_dlpack(y).copy())
+                for i in written:
+                    written[i].append(inputs[i].copy())
             results[name] = np.stack(runs)
+            results.update({f"{name}#{i}": np.stack(w) for i, w in written.items()})
     except LearnerError as e:
         return record(e)
     except Exception as e:  # noqa: BLE001 - inside MAX, before learner code

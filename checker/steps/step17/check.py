@@ -1,0 +1,64 @@
+"""Step 17: the learner's FlashAttention kernel and the GPT-2 around it, against numpy and Hugging Face.
+
+Parts:
+
+  earlier steps  the steps this file uses pass their own checks
+  kernel         the learner's flash_attention (their Mojo, in a child process: checker.running.mojo) on
+                 kernel_cases, three runs each, against numpy in float64; the caches it leaves (the new keys
+                 and values at P .. P+T-1, nothing else touched)
+  model          GPT2Flash op by op, then compiled, its caches written in place: the last logits of a prompt
+                 of the whole context, a short prompt's decode steps, the greedy ids, against Hugging Face
+  generate       generate_flash on the compiled model: transformers' greedy ids, a stop at eos
+  timing         a report, not a verdict: the kernel against step 13's attention and torch's, at a prefill of
+                 the whole context and a decode step after it, and the share of the bandwidth it reaches
+
+A mistake is named only when the learner's output and caches equal what it computes on every case (see
+checker.steps.step17.mistakes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checker.harness.deps import used_modules
+from checker.harness.runner import StepRun
+from checker.reporting.compare import DECODE
+from checker.reporting.report import FAIL, PASS, Part, Report
+from checker.running.mojo import REPEATS
+from checker.steps.step15.decode import NEW_TOKENS
+from checker.steps.step17.kernel import kernel_part
+from checker.steps.step17.model import generate_part, model_part
+from checker.steps.step17.reference import KERNEL, kernel_cases
+from checker.steps.step17.timing import timing_part
+from runtime.checkpoints import Checkpoint
+from runtime.learner import LearnerError
+
+FUNCTIONS = ("flash_attention", "empty_flash_cache", "GPT2Flash", "generate_flash")
+PARTS = ["earlier steps", "kernel", "model", "generate", "timing"]
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    config = checkpoint.learner_config()
+    run = StepRun("17", "your FlashAttention kernel in GPT-2", path, checkpoint,
+                  f"{len(kernel_cases())} attention cases, {REPEATS} runs each, {KERNEL}; then a prompt of "
+                  f"{config.n_positions} positions and {NEW_TOKENS} greedy decode steps, logits {DECODE}", PARTS,
+                  timeout=timeout)
+    if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
+        return run.finish("needs " + ", ".join(FUNCTIONS))
+    step, _ = opened
+    if kernel_part(run, path).status != PASS:
+        return run.finish("runs once the kernel passes")
+    eleven = used_modules(step).get("11")
+    if eleven is None:
+        run.add(Part("model", FAIL, "step 17 builds on your step 11: import GPT2LMHeadModel and load_hf_weights from "
+                     "steps.step_11"))
+        return run.finish("runs once the model passes")
+    compiled = model_part(run, step, eleven, checkpoint)
+    if compiled is None:
+        return run.finish("runs once the model passes")
+    if generate_part(run, step, compiled, checkpoint).status == PASS:
+        try:
+            run.add(run.call(timing_part, step, config))
+        except LearnerError as e:
+            run.add(Part("timing", PASS, f"a report, not a verdict: not measured ({e})"))
+    return run.finish("runs once the model and generate pass")

@@ -1,0 +1,133 @@
+"""Step 17's kernel part: the learner's flash_attention (their Mojo) in a child process on kernel_cases, three
+runs each, against numpy in float64: its output, and the caches it leaves (the new keys and values at
+P .. P+T-1, every other position untouched). A mistake is named when what it computes equals the learner's
+output and caches on every case; otherwise the failing cases are described by what they share.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from checker.harness.runner import StepRun
+from checker.reporting.compare import compare
+from checker.reporting.report import FAIL, PASS, Part
+from checker.running.mojo import REPEATS, run_kernel
+from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, outputs
+from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
+from runtime.learner import LearnerError
+
+SEED = 17
+AXES = ("sequence", "head", "query", "")
+INDICES = ("q, k, v [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] below B * H * N * D, a head's "
+           "key j at ((b * H + h) * N + j) * D, and P + T at most N")
+
+
+def arrays() -> dict[str, list[np.ndarray]]:
+    """Each case's inputs: q, k, v, k_cache, v_cache, past."""
+    return {case[0]: case_arrays(case, SEED) for case in kernel_cases()}
+
+
+def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndarray, P: int, T: int,
+                   what: str) -> str | None:
+    """What is wrong with the cache `what` the kernel left ([B, H, N, D]), or None."""
+    if np.array_equal(got, want):
+        return None
+    rows = np.flatnonzero(np.any(got != want, axis=(0, 1, 3)))
+    new = set(range(P, P + T))
+    if np.array_equal(got, before):
+        return f"{what} is as it was before the call on {name}: the new positions {P} .. {P + T - 1} were not written"
+    listed = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+    if not new & set(rows.tolist()):
+        return (f"{what} differs at positions {listed} on {name}, though its new positions {P} .. {P + T - 1} are "
+                "right: a write outside them (over the cached positions, or past them)")
+    return f"{what} differs at positions {listed} on {name} (the new ones are {P} .. {P + T - 1})"
+
+
+def kernel_part(run: StepRun, path: Path) -> Part:
+    """The kernel part: the learner's kernel run, then judged."""
+    print("(building your Mojo kernel and running it in a separate process: about a minute after a change to "
+          "flash.mojo on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    inputs = arrays()
+    about = {name: f"{name} (q [{B}, {H}, {T}, {D}], caches [{B}, {H}, {N}, {D}], past {P})"
+             for name, B, H, T, P, D, N, _ in kernel_cases()}
+    try:
+        results = run_kernel(path, "flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3, 4),
+                             indices=INDICES, about=about)
+    except LearnerError as e:
+        return run.add(Part.from_error("kernel", e))
+    return run.add(judge(inputs, results))
+
+
+def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
+    """The kernel part of `results` ({name: [R, B, H, T, D]}, {name#3, name#4: the caches after each run})."""
+    cases = kernel_cases()
+    raced = [name for name, *_ in cases
+             if any(not np.array_equal(r, results[key][0], equal_nan=True)
+                    for key in (name, f"{name}#3", f"{name}#4") for r in results[key][1:])]
+    if raced:
+        return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
+                    ["two tasks write (or add into) the same place at once: the output of one (b, h, query), a part's "
+                     "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end"])
+    verdicts, caches = {}, {}
+    for name, B, H, T, P, *_ in cases:
+        want, kc, vc = expected(*inputs[name])
+        verdicts[name] = compare(results[name][0].astype(np.float64), want, axes=AXES, mistakes=[], tol=KERNEL)
+        caches[name] = [problem for i, (after, before, label) in enumerate(
+            ((kc, inputs[name][3], "k_cache"), (vc, inputs[name][4], "v_cache")))
+            if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label))]
+    failing = [name for name, *_ in cases if not verdicts[name].ok or caches[name]]
+    if not failing:
+        worst = max(v.margin or 0.0 for v in verdicts.values())
+        return Part("kernel", PASS, f"{len(cases)} cases, {REPEATS} runs each, the same every run, the caches "
+                    f"written at P .. P+T-1 and nowhere else; worst {worst:.2f} of allowed ({KERNEL})", margin=worst)
+    named = _named(inputs, results)
+    first = failing[0]
+    verdict = verdicts[first]
+    details = [f"right on: {'; '.join(n for n, *_ in cases if n not in failing) or 'none'}",
+               *(caches[first] or [f"{first}: {verdict.summary}", *(f"  {d}" for d in verdict.details)])]
+    if len(failing) > 1:
+        details.append(f"also off: {'; '.join(failing[1:])}")
+    if named is None:
+        details += _shared(cases, failing, results)
+    return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} cases", details, named, verdict.margin)
+
+
+def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: bool) -> bool:
+    """The learner's caches equal what a mistake leaves, and (unless `caches_only`) their output what it
+    computes (its NaN where it has NaN)."""
+    output, want_k, want_v = out
+    return np.array_equal(kc, want_k) and np.array_equal(vc, want_v) and (caches_only or compare(
+        got.astype(np.float64), np.asarray(output, np.float64), axes=AXES, mistakes=[], tol=KERNEL).ok)
+
+
+def _named(inputs: dict, results: dict):
+    """The catalogued mistake whose output and caches equal the learner's on every case, or None."""
+    for mistake in CATALOGUE:
+        if all(any(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0], out,
+                            mistake in BY_CACHES)
+                   for out in outputs(mistake, inputs[name]))
+               for name, *_ in kernel_cases()):
+            return mistake
+    return None
+
+
+def _shared(cases, failing: list[str], results: dict) -> list[str]:
+    """What the failing cases share, when the outputs name no mistake."""
+    by = {name: (T, P, H * B, m) for name, B, H, T, P, D, N, m in cases}
+    off = set(failing)
+    lines = []
+    if off == {n for n, (T, P, _, _) in by.items() if P > 0}:
+        lines.append("off exactly where positions were cached before (P > 0), right where P = 0: which keys a new "
+                     "query sees (0 .. P + t), or where the new keys and values are written (P .. P+T-1)")
+    if off <= {n for n, (T, _, heads, _) in by.items() if T == 1 and heads == 1}:
+        lines.append("off only at decode with a single head, where a head's keys are split between tasks: how the "
+                     "parts are combined (each part's l and acc scaled by exp(m_part - m))")
+    nans = [n for n in failing if np.isnan(results[n][0]).any()]
+    if nans:
+        lines.append(f"NaN in the output on {'; '.join(nans)}: a sum l of 0 (no key seen, or every exp(s - m) 0 "
+                     "because m started above every score), or a read outside a tensor (the check surrounds each "
+                     "input with NaN)")
+    return lines

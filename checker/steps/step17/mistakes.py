@@ -1,0 +1,112 @@
+"""Step 17's catalogue: attention kernels a learner may write instead of the right one, each with what it
+computes from a case's arrays (its output, and the caches it leaves) and the edit that makes it in the
+solution's Mojo. The online softmax's mistakes depend on how a kernel cuts the keys: they are computed for
+each tile size and split count a learner may choose (TILES, SPLITS) and named when one of them matches.
+
+    compute(q, k, v, k_cache, v_cache, P, tile, splits) -> (output [B, H, T, D], k_cache, v_cache after)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.reporting.compare import Edit, Mistake
+from checker.steps.step17.reference import attention, online, written
+
+KERNEL = "flash.mojo"
+TILES = (1, 8, 16, 32, 64, 128)  # keys a tile: a wrong online softmax depends on where its tiles start
+SPLITS = (1, 2, 3, 4, 8)  # parts a decode head's keys are split into (1: not split)
+
+
+def _written(compute):
+    """A mistake of the softmax alone: the caches written right."""
+    def both(q, k, v, kc, vc, P, tile, splits):
+        kc, vc = written(k, v, kc, vc, P)
+        return compute(q, kc, vc, P, tile, splits), kc, vc
+    return both
+
+
+def _not_written(q, k, v, kc, vc, P, tile, splits):
+    return attention(q, kc, vc, P), kc.copy(), vc.copy()
+
+
+def _swapped(q, k, v, kc, vc, P, tile, splits):
+    vc, kc = written(v, k, vc, kc, P)
+    return attention(q, kc, vc, P), kc, vc
+
+
+NO_RESCALE = Mistake(
+    "no-rescale", "when a tile's largest score is above the running maximum, the running sum and the accumulator "
+    "were not multiplied by exp(m_old - m_new): what was summed against the old maximum stays too large",
+    "Each time m grows to m', l and the accumulator become l x exp(m - m') and acc x exp(m - m') before the "
+    "tile's own terms are added.",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale=False)),
+    Edit("var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled",
+         "var factor = Float32(1)", file=KERNEL))
+MAX_FROM_ZERO = Mistake(
+    "max-from-zero", "the running maximum starts at 0, not -infinity: a query whose scores are all far below 0 "
+    "has every exp(s - 0) underflow to 0, and its output is 0 / 0",
+    "Start m at the lowest float (Float32.MIN, or -inf): the first tile's largest score then becomes the maximum.",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, start=0.0)),
+    Edit("var m, l = NEG_INF, Float32(0)", "var m, l = Float32(0), Float32(0)", file=KERNEL))
+MASK_NOT_OFFSET = Mistake(
+    "mask-not-offset", "new query t sees keys 0 .. t, not 0 .. P + t: the P cached positions before it are "
+    "counted as if the new ones began at 0",
+    "Query t is position P + t: it sees every cached key and the new ones up to itself, keys 0 .. P + t.",
+    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, offset=False)),
+    Edit("var limit = min(end, P + t + 1)", "var limit = min(end, t + 1)", file=KERNEL))
+UNSCALED = Mistake(
+    "unscaled", "the scores are not divided by sqrt(D): q . k, not q . k / sqrt(D)",
+    "Scale each score by 1 / sqrt(head_dim) (or scale q once, before its dot products).",
+    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, scaled=False)),
+    Edit("qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W) * scale",
+         "qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W)", file=KERNEL))
+LAST_TILE = Mistake(
+    "last-tile-skipped", "the keys after the last whole tile are left out: a query whose keys are no multiple of "
+    "the tile misses its last ones (and a query with fewer keys than a tile sees none)",
+    "Go over the keys while a tile starts before the last: the last tile holds the keys left, fewer than a tile.",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, last_tile=False)),
+    Edit("while j0 < limit:", "while j0 + TILE <= limit:", file=KERNEL))
+SPLITS_WITHOUT_MAXIMA = Mistake(
+    "splits-without-maxima", "the parts of a head's keys were combined as sum acc_s / sum l_s, each still summed "
+    "against its own maximum: right only where every part saw the same largest score",
+    "With m = max m_s, scale each part's l_s and acc_s by exp(m_s - m) before adding them.",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, maxima=False)),
+    Edit("var weight = exp(ms[unsafe_offset=at] - top)", "var weight = Float32(1)", file=KERNEL))
+CACHE_NOT_WRITTEN = Mistake(
+    "cache-not-written", "the new keys and values were not written into the caches: their positions still hold "
+    "what was there before, for this call and every later one",
+    "Before attending, store k[b, h, t] and v[b, h, t] at position P + t of k_cache and v_cache.",
+    _not_written,
+    Edit(("        if T > 1:  # prefill: every band reads keys other bands' queries bring, so all are stored first\n"
+          "            sync_parallelize(store, heads)\n",
+          "                store(head)\n"),
+         ("", "                pass\n"), file=KERNEL))
+CACHE_SWAPPED = Mistake(
+    "cache-swapped", "the new keys were written into the value cache and the new values into the key cache",
+    "k goes to k_cache, v to v_cache: the order of the op's inputs is q, k, v, k_cache, v_cache, past.",
+    _swapped,
+    Edit(("kc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e))",
+          "vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e))"),
+         ("kc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e))",
+          "vc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e))"), file=KERNEL))
+
+# Those whose output depends on how the kernel cuts the keys, and those that do not; those known by the caches
+# they leave alone (their output depends on when a task reads what another writes).
+CUT = [NO_RESCALE, MAX_FROM_ZERO, LAST_TILE, SPLITS_WITHOUT_MAXIMA]
+WHOLE = [MASK_NOT_OFFSET, UNSCALED, CACHE_NOT_WRITTEN, CACHE_SWAPPED]
+BY_CACHES = [CACHE_NOT_WRITTEN, CACHE_SWAPPED]
+CATALOGUE = [*WHOLE, *CUT]
+
+
+def outputs(mistake: Mistake, arrays: list[np.ndarray]):
+    """What `mistake` computes on one case's arrays, for each way of cutting the keys that may change it."""
+    q, k, v, kc, vc, past = arrays
+    P = int(past[0])
+    if mistake not in CUT:
+        yield mistake.compute(q, k, v, kc, vc, P, TILES[0], 1)
+        return
+    decode = q.shape[2] == 1  # only decode splits a head's keys (1: a case the kernel did not split)
+    for tile in (TILES[:1] if mistake is SPLITS_WITHOUT_MAXIMA else TILES):
+        for splits in (SPLITS if decode else (1,)):
+            yield mistake.compute(q, k, v, kc, vc, P, tile, splits)

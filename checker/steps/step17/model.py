@@ -1,0 +1,139 @@
+"""Step 17's model and generate parts: the learner's GPT2Flash against Hugging Face, then generate_flash.
+
+  model      op by op first (a short prompt, two decode steps: seconds), then compiled as `pixi run gpt2`
+             compiles it, its caches written in place: the last logits of a prompt as long as the context
+             (n_positions), then a short prompt and each of its decode steps' logits, and the greedy ids
+  generate   the learner's generate_flash on the compiled model: transformers' greedy ids, a stop at eos
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from checker.harness.runner import StepRun
+from checker.reporting.compare import DECODE, compare
+from checker.reporting.report import FAIL, PASS, Part
+from checker.steps.step15.decode import EAGER_TOKENS, NEW_TOKENS, PROMPT_LENGTH, DecodeReference
+from runtime.checkpoints import Checkpoint
+from runtime.compiling import compile_flash, load_gpt2
+from runtime.decoding import greedy_steps, in_place, no_positions
+from runtime.hf import load_hf_model
+from runtime.learner import LearnerError
+
+# MAX and torch are imported inside the functions that use them: importing them takes seconds.
+
+
+def prompt_of(config, length: int, seed: int) -> list[int]:
+    """`length` ids, fixed, below the stand-ins' tokenizer's size."""
+    return np.random.default_rng(seed).integers(0, min(config.vocab_size, 400), length).tolist()
+
+
+def _long_logits(hf, ids: list[int]) -> np.ndarray:
+    """Hugging Face's logits at the last position of `ids`: [V]."""
+    import torch
+
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0, -1].double().numpy()
+
+
+def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
+    """Returns the compiled GPT2Flash when the part passes, else None after recording why."""
+    config = checkpoint.learner_config()
+    prompt = prompt_of(config, PROMPT_LENGTH, 17)
+    print("(running your GPT2Flash op by op: seconds; then, if it is right, compiled as pixi run gpt2 runs it: "
+          "about a minute after a change on 2 cores)", file=sys.stderr, flush=True)
+    hf = load_hf_model(checkpoint)
+    reference = DecodeReference(hf, prompt)
+    try:
+        eager = run.call(step.GPT2Flash, run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights,
+                                                  checkpoint))
+        caches = run.call(step.empty_flash_cache, config, 1)
+        problem = _caches_problem(caches, config)
+        if problem:
+            run.add(Part("model", FAIL, problem))
+            return None
+        ids, decoded = run.call(greedy_steps, in_place(eager, caches), config, no_positions, prompt, EAGER_TOKENS)
+    except LearnerError as e:
+        run.add(Part.from_error("model", e))
+        return None
+    if (failed := reference.problems(ids, decoded)) is not None:
+        verdict, problems = failed
+        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face at decode: "
+                     f"{verdict.summary}", problems, margin=verdict.margin))
+        return None
+    try:
+        compiled = run.call(compile_flash, run.call(step.GPT2Flash, run.call(
+            load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)), config)
+        long = prompt_of(config, config.n_positions, 171)
+        logits = run.call(lambda: np.from_dlpack(compiled(*_inputs(long, 0), *step.empty_flash_cache(config, 1))))
+        ids, decoded = run.call(greedy_steps, in_place(compiled, step.empty_flash_cache(config, 1)), config,
+                                no_positions, prompt, NEW_TOKENS)
+    except LearnerError as e:
+        run.add(Part.from_error("model", e))
+        return None
+    whole = compare(np.asarray(logits, np.float64)[0], _long_logits(hf, long), axes=("vocab",), mistakes=[],
+                    tol=DECODE)
+    if not whole.ok:
+        run.add(Part("model", FAIL, f"compiled, the last logits of a prompt of {config.n_positions} positions (the "
+                     f"whole context) differ from Hugging Face's: {whole.summary}", whole.details, margin=whole.margin))
+        return None
+    if (failed := reference.problems(ids, decoded)) is not None:
+        verdict, problems = failed
+        run.add(Part("model", FAIL, f"compiled, your GPT2Flash's decode steps differ from Hugging Face, though right "
+                     f"op by op: {verdict.summary}", problems, margin=verdict.margin))
+        return None
+    verdict = reference.verdict(ids, decoded)
+    margin = max(whole.margin or 0.0, verdict.margin or 0.0)
+    run.add(Part("model", PASS, f"the last logits of a {config.n_positions}-position prompt, {NEW_TOKENS - 1} decode "
+                 f"steps and {NEW_TOKENS} greedy ids, op by op and compiled, match Hugging Face: {whole.summary}; "
+                 f"{verdict.summary}", margin=margin))
+    return compiled
+
+
+def _inputs(ids: list[int], past: int):
+    from max.experimental.tensor import Tensor
+
+    return Tensor.from_dlpack(np.array([ids], np.int64)), Tensor.from_dlpack(np.array([past], np.int64))
+
+
+def _caches_problem(caches, config) -> str | None:
+    """What is wrong with what empty_flash_cache returned, or None."""
+    from max.experimental.tensor import Tensor
+
+    want = [1, config.n_head, config.n_positions, config.n_embd // config.n_head]
+    if not isinstance(caches, (list, tuple)) or len(caches) != 2 * config.n_layer:
+        return (f"empty_flash_cache(config, 1) returned {type(caches).__name__}"
+                f"{f' of {len(caches)}' if isinstance(caches, (list, tuple)) else ''}, expected a list of "
+                f"{2 * config.n_layer} caches: a key cache and a value cache per block")
+    for i, c in enumerate(caches):
+        if not isinstance(c, Tensor) or [int(d) for d in c.shape] != want:
+            shape = [int(d) for d in c.shape] if isinstance(c, Tensor) else type(c).__name__
+            return f"empty_flash_cache's cache {i} is {shape}, expected a float32 Tensor {want} [B, H, n_positions, D]"
+    return None
+
+
+def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint) -> Part:
+    """The learner's generate_flash: transformers' greedy ids, and a stop right after eos_token_id."""
+    config = checkpoint.learner_config()
+    prompt = prompt_of(config, PROMPT_LENGTH, 17)
+    theirs = DecodeReference(load_hf_model(checkpoint), prompt).theirs
+    try:
+        ids = run.call(lambda: [int(t) for t in step.generate_flash(compiled, config, prompt, NEW_TOKENS)])
+        eos = theirs[3]
+        stopped = run.call(lambda: [int(t) for t in step.generate_flash(compiled, config, prompt, NEW_TOKENS,
+                                                                         eos_token_id=eos)])
+    except LearnerError as e:
+        return run.add(Part.from_error("generate", e))
+    if ids != theirs:
+        i = next((i for i, (a, b) in enumerate(zip(ids, theirs)) if a != b), min(len(ids), len(theirs)))
+        return run.add(Part("generate", FAIL, f"generate_flash's greedy ids differ from transformers' from new token "
+                            f"{i}: yours {ids[i:i + 4]}, transformers' {theirs[i:i + 4]} (your GPT2Flash passed: "
+                            "look at what each call is handed, past above all)"))
+    want = theirs[:theirs.index(eos) + 1]
+    if stopped != want:
+        return run.add(Part("generate", FAIL, f"with eos_token_id={eos} generate_flash gave {stopped}, expected "
+                            f"{want}: yield the eos token, then stop"))
+    return run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal transformers' generate; it stops after "
+                        "eos_token_id"))

@@ -1,0 +1,128 @@
+"""Step 17's references in numpy: the cases the learner's kernel runs on, what it must compute (in float64),
+and attention computed as its known mistakes compute it (the online softmax done wrongly, over tiles of
+the sizes a learner may choose).
+
+    kernel_cases()                   (name, B, H, T, P, D, N, magnitude) for each case
+    case_arrays(case, seed)          q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] (P positions filled)
+    expected(q, k, v, kc, vc, P)     the output [B, H, T, D] and the caches after the call
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.reporting.compare import Tolerance
+
+# float32 dot products of D = 64 and sums of up to 1024 weights against float64, where peaked scores (GPT-2's
+# magnitudes) amplify float32's rounding: the solution stays under a tenth of this on every case
+# (tests/test_step17.py holds it); a mistake is off by a hundredth of the output or more.
+KERNEL = Tolerance(1e-4, 1e-4)
+TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # tile sizes a learner may choose: a wrong softmax depends on it
+D = 64  # GPT-2 small's head_dim
+CACHE = 1024  # GPT-2 small's n_positions
+
+
+def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
+    """(name, B, H, T, P, D, N, magnitude): prefill and decode, with and without a cache, key counts no
+    multiple of a tile, one key, the whole context, one head alone (its keys split at decode), and scores
+    of GPT-2's magnitude (the large ones a wrong running maximum cannot hide)."""
+    return [
+        ("prefill T=5, P=0", 1, 2, 5, 0, D, 16, 1.0),
+        ("prefill T=7 after P=9, batch 2", 2, 3, 7, 9, D, 40, 1.0),
+        ("prefill T=37, P=0 (37 keys: no multiple of a tile)", 1, 2, 37, 0, D, 64, 1.0),
+        ("decode P=0 (one key)", 1, 2, 1, 0, D, 8, 1.0),
+        ("decode P=100, one head (its keys split)", 1, 1, 1, 100, D, 128, 1.0),
+        ("decode P=1023 (the whole context), 12 heads", 1, 12, 1, CACHE - 1, D, CACHE, 1.0),
+        ("decode P=300, one head, GPT-2-scale scores", 1, 1, 1, 300, D, 512, 6.0),
+        ("prefill T=33 after P=3, GPT-2-scale scores", 1, 2, 33, 3, D, 64, 6.0),
+        ("decode P=200, scores far below 0", 1, 2, 1, 200, D, 256, -6.0),
+    ]
+
+
+def case_arrays(case: tuple, seed: int) -> list[np.ndarray]:
+    """q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] (positions P.. zeros), past [1] int64.
+
+    magnitude m scales q and k by |m| (scores ~ m^2 sqrt(D)); m < 0 makes every score of a query negative
+    and large (q = -|m| x k's mean direction), where a maximum started at 0 loses them all."""
+    _, B, H, T, P, Dh, N, m = case
+    rng = np.random.default_rng([seed, B, H, T, P, Dh, N])
+    k_cache = np.zeros((B, H, N, Dh), np.float32)
+    v_cache = np.zeros((B, H, N, Dh), np.float32)
+    k_cache[:, :, :P] = rng.standard_normal((B, H, P, Dh)) * abs(m)
+    v_cache[:, :, :P] = rng.standard_normal((B, H, P, Dh))
+    k = (rng.standard_normal((B, H, T, Dh)) * abs(m)).astype(np.float32)
+    v = rng.standard_normal((B, H, T, Dh)).astype(np.float32)
+    q = (rng.standard_normal((B, H, T, Dh)) * abs(m)).astype(np.float32)
+    if m < 0:  # every key leans one way, every query the other: all scores far below 0
+        k_cache[:, :, :P] += 4 * abs(m)
+        k += 4 * abs(m)
+        q = -np.abs(q) - 4 * abs(m)
+    return [q, k, v, k_cache, v_cache, np.array([P], np.int64)]
+
+
+def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:
+    """The caches after the call: the new keys and values at positions P .. P+T-1."""
+    T = k.shape[2]
+    kc, vc = k_cache.copy(), v_cache.copy()
+    kc[:, :, P:P + T], vc[:, :, P:P + T] = k, v
+    return kc, vc
+
+
+def attention(q, kc, vc, P: int, *, offset: bool = True, scaled: bool = True) -> np.ndarray:
+    """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores / sqrt(D)
+    (`scaled`). The right output, and two mistakes."""
+    T, Dh = q.shape[2], q.shape[3]
+    S = P + T
+    s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2)
+    if scaled:
+        s = s / np.sqrt(Dh)
+    last = (P if offset else 0) + np.arange(T)
+    s = np.where(np.arange(S)[None, :] > last[:, None], -np.inf, s)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
+
+
+def expected(q, k, v, k_cache, v_cache, past) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The output [B, H, T, D] in float64, and the caches after the call."""
+    P = int(past[0])
+    kc, vc = written(k, v, k_cache, v_cache, P)
+    return attention(q, kc, vc, P), kc, vc
+
+
+def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale: bool = True, start: float = -np.inf,
+           last_tile: bool = True, maxima: bool = True) -> np.ndarray:
+    """The online softmax in float32 as a kernel computes it: each head's S = P + T keys cut into `splits`
+    equal parts (the last shorter), each gone over in tiles of `tile` keys from its start, and the parts
+    combined. The mistakes: without `rescale` the running sum and accumulator are not multiplied by
+    exp(m_old - m_new); `start` is the running maximum's first value; without `last_tile` a part's keys after
+    its last whole tile are left out; without `maxima` the parts are combined as sum a_s / sum l_s."""
+    B, H, T, Dh = q.shape
+    S = P + T
+    per = -(-S // splits)
+    out = np.zeros((B, H, T, Dh), np.float32)
+    scale = np.float32(1 / np.sqrt(Dh))
+    for b in range(B):
+        for h in range(H):
+            scores = (kc[b, h, :S] @ q[b, h].T).astype(np.float32) * scale  # [S, T]
+            for t in range(T):
+                sees = P + t + 1
+                parts = []
+                for first in range(0, S, per):
+                    limit = min(first + per, S, sees)  # the keys of this part the query sees
+                    m, l, a = np.float32(start), np.float32(0), np.zeros(Dh, np.float32)
+                    for j0 in range(first, limit, tile):
+                        j1 = min(j0 + tile, limit)
+                        if not last_tile and j1 - j0 < tile:
+                            break
+                        s = scores[j0:j1, t]
+                        new = max(m, s.max())
+                        factor = np.exp(m - new) if rescale else np.float32(1)
+                        w = np.exp(s - new)
+                        l, a, m = l * factor + w.sum(), a * factor + w @ vc[b, h, j0:j1], new
+                    parts.append((m, l, a))
+                top = max(m for m, _, _ in parts)
+                with np.errstate(invalid="ignore", divide="ignore"):  # a part that saw no key: NaN, as a kernel's
+                    weights = [np.exp(m - top) if maxima else np.float32(1) for m, _, _ in parts]
+                    out[b, h, t] = sum(w * a for w, (_, _, a) in zip(weights, parts)) / sum(
+                        w * l for w, (_, l, _) in zip(weights, parts))
+    return out

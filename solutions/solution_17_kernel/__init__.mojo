@@ -1,0 +1,1 @@
+"""Step 17 solution's kernel package: flash.mojo registers the custom op `gpt2_flash_attention`."""
