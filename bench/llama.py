@@ -42,8 +42,12 @@ def missing(source: Path | None) -> str | None:
     """Why llama.cpp cannot be measured here, or None when it can."""
     try:
         import llama_cpp  # noqa: F401
-    except ImportError:
-        return "llama-cpp-python is not installed (pip install llama-cpp-python compiles llama.cpp)"
+    except ModuleNotFoundError as e:
+        if e.name == "llama_cpp":
+            return "llama-cpp-python is not installed (pip install llama-cpp-python compiles llama.cpp)"
+        return f"llama-cpp-python is installed but cannot be imported: {e}, a package it depends on"
+    except (ImportError, OSError) as e:  # its compiled library missing, or built for another CPU
+        return f"llama-cpp-python is installed but cannot be imported: {type(e).__name__}: {e}"
     if source is None or not (Path(source) / "convert_hf_to_gguf.py").exists():
         return f"{source} holds no convert_hf_to_gguf.py: give a llama.cpp source tree"
     return None

@@ -330,3 +330,56 @@ def example_16() -> str:
                      f"int8 + a scale per {BLOCK}               {int8 / 1e6:6.0f} MB  -> at most "
                      f"{d['bandwidth'] / int8:.0f} tokens/s",
                      f"read bandwidth, measured now          {d['bandwidth'] / 1e9:6.1f} GB/s"))
+
+
+# Step 17's row: one query's scores against 7 keys, one value number per key (D = 1, to follow by hand).
+ONLINE_SCORES = np.array([0.5, 2.0, -1.0, 1.5, 3.0, 0.0, 2.5])
+ONLINE_VALUES = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+ONLINE_TILE = 3
+
+
+def online_softmax(scores: np.ndarray, values: np.ndarray, tile: int) -> list[dict]:
+    """The online softmax over one row, tile by tile: after each tile, its keys, its largest score, the
+    factor exp(m - m') the sums so far are rescaled by, and the running m, l, a."""
+    m, l, a, rows = -np.inf, 0.0, 0.0, []
+    for start in range(0, len(scores), tile):
+        s, v = scores[start:start + tile], values[start:start + tile]
+        new = max(m, s.max())
+        factor = np.exp(m - new)  # exp(-inf) = 0 at the first tile: nothing summed yet
+        w = np.exp(s - new)
+        l, a, m = l * factor + w.sum(), a * factor + w @ v, new
+        rows.append({"keys": (start, start + len(s) - 1), "tile max": s.max(), "factor": factor, "m": m, "l": l,
+                     "a": a})
+    return rows
+
+
+def combined(parts: list[tuple[float, float, float]]) -> float:
+    """Parts of a row's keys done apart, (m, l, a) each, combined exactly: with m = max m_s,
+    out = sum a_s exp(m_s - m) / sum l_s exp(m_s - m)."""
+    top = max(m for m, _, _ in parts)
+    return sum(a * np.exp(m - top) for m, _, a in parts) / sum(l * np.exp(m - top) for m, l, _ in parts)
+
+
+def example_17() -> str:
+    s, v = ONLINE_SCORES, ONLINE_VALUES
+    rows = online_softmax(s, v, ONLINE_TILE)
+    exact = float(np.exp(s - s.max()) @ v / np.exp(s - s.max()).sum())
+    table = ["keys   tile max   exp(m - m')      m        l        a",
+             *(f"{r['keys'][0]}..{r['keys'][1]}   {r['tile max']:8.2f}   {r['factor']:11.4f}   {r['m']:6.2f}   "
+               f"{r['l']:6.4f}   {r['a']:7.4f}" for r in rows)]
+    half = len(s) // 2 + 1
+    parts = [online_softmax(s[:half], v[:half], ONLINE_TILE)[-1], online_softmax(s[half:], v[half:], ONLINE_TILE)[-1]]
+    wrong = sum(p["a"] for p in parts) / sum(p["l"] for p in parts)
+    return (f"One query's scores against {len(s)} keys, and one number per value (D = 1, to follow by hand), in "
+            f"tiles of {ONLINE_TILE}:\n\n"
+            + _block(f"scores  {' '.join(f'{x:5.1f}' for x in s)}", f"values  {' '.join(f'{x:5.1f}' for x in v)}",
+                     "", *table, "",
+                     f"a / l                         = {rows[-1]['a'] / rows[-1]['l']:.6f}",
+                     f"softmax(scores) . values      = {exact:.6f}  (all scores at once)")
+            + f"\n\nThe second tile raises the maximum from {rows[0]['m']:.1f} to {rows[1]['m']:.1f}: what the first "
+            f"tile summed is multiplied by exp({rows[0]['m']:.1f} - {rows[1]['m']:.1f}) = {rows[1]['factor']:.4f}. "
+            f"Split the keys in two at key {half} (flash-decoding's split), each half done alone, then combined:\n\n"
+            + _block(*(f"keys {a}..{b}: m = {p['m']:.2f}, l = {p['l']:.4f}, a = {p['a']:.4f}"
+                       for (a, b), p in zip(((0, half - 1), (half, len(s) - 1)), parts)),
+                     f"combined with their maxima  = {combined([(p['m'], p['l'], p['a']) for p in parts]):.6f}",
+                     f"sum a / sum l, maxima ignored = {wrong:.6f}  (wrong)"))

@@ -5,7 +5,8 @@
     FIGURES                one more per step: parameters (01), layer-norm (03), activations (04),
                            token- and position-lookup (05, 06), residual (08), block (09),
                            model (10, 11), sampling (12), kv-cache and kv-cache-mask (13),
-                           paged-batch (14), decode-roofline (15)
+                           paged-batch (14), decode-roofline (15), online-softmax and
+                           flash-decoding (17)
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from book.examples import decode_limit, parameter_counts, positions_processed
+from book.examples import (
+    ONLINE_SCORES,
+    ONLINE_TILE,
+    ONLINE_VALUES,
+    decode_limit,
+    online_softmax,
+    parameter_counts,
+    positions_processed,
+)
 from checker.references import gpt2_np
 from checker.references.attention_np import causal_mask as mask
 from checker.references.attention_np import softmax
@@ -382,6 +391,60 @@ def decode_roofline(path: Path) -> None:
     _save(fig, path)
 
 
+def online_softmax_row(path: Path) -> None:
+    """Step 17: one query's scores, tile by tile (book.examples' row): the running maximum m after each tile,
+    and the running sum l, rescaled each time m grows; the scores are never stored as a row."""
+    s, v, tile = ONLINE_SCORES, ONLINE_VALUES, ONLINE_TILE
+    rows = online_softmax(s, v, tile)
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 4.6), sharex=True, height_ratios=[3, 2])
+    colors = ["#1a73e8", "#e8710a", "#188038"]
+    for i, r in enumerate(rows):
+        first, last = r["keys"]
+        keys = np.arange(first, last + 1)
+        top.bar(keys, s[keys], color=colors[i % 3], label=f"tile {i + 1}: keys {first}..{last}")
+        top.hlines(r["m"], first - 0.45, last + 0.45, color="black", linewidth=2)
+        top.text(first - 0.4, r["m"] + 0.12, f"m = {r['m']:.1f}", va="bottom", fontsize=8)
+        bottom.bar(keys.mean(), r["l"], width=len(keys) - 0.1, color=colors[i % 3], alpha=0.8)
+        said = f"l = {r['l']:.3f}" + (f"\n(what came before x {r['factor']:.3f})" if 0 < r["factor"] < 1 else "")
+        bottom.text(keys.mean(), r["l"] + 0.1, said, ha="center", va="bottom", fontsize=8)
+    top.axhline(0, color="#999999", linewidth=0.6)
+    top.set_ylabel("score q . k / sqrt(D)")
+    top.set_ylim(s.min() - 0.3, s.max() + 0.8)
+    top.set_title("one query, its keys in tiles of 3: the running maximum m (black) after each tile", fontsize=9)
+    top.legend(fontsize=7, loc="lower right")
+    bottom.set_ylim(0, max(r["l"] for r in rows) * 1.6)
+    bottom.set_ylabel("running sum l")
+    bottom.set_xlabel("key")
+    bottom.set_xticks(range(len(s)))
+    _save(fig, path)
+
+
+def flash_decoding(path: Path, keys: int = 24, tasks: int = 3) -> None:
+    """Step 17: at decode, one query per head; a head's keys split between tasks, each leaving (m, l, a),
+    combined once the tasks end."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    per = -(-keys // tasks)
+    colors = ["#1a73e8", "#e8710a", "#188038", "#a142f4"]
+    for t in range(tasks):
+        first, last = t * per, min((t + 1) * per, keys)
+        ax.add_patch(plt.Rectangle((first, 1.2), last - first - 0.1, 0.8, color=colors[t % 4], alpha=0.85))
+        ax.text((first + last) / 2, 1.6, f"task {t + 1}: keys {first}..{last - 1}", ha="center", va="center",
+                fontsize=8, color="white")
+        ax.annotate("", ((first + last) / 2, 0.75), xytext=((first + last) / 2, 1.15),
+                    arrowprops=dict(arrowstyle="->", lw=0.8))
+        ax.text((first + last) / 2, 0.6, f"(m{t + 1}, l{t + 1}, a{t + 1})", ha="center", va="top", fontsize=8)
+    ax.text(keys / 2, 0.05, "m = max m_s;   out = sum a_s exp(m_s - m) / sum l_s exp(m_s - m)", ha="center",
+            fontsize=9)
+    ax.set_xlim(-0.5, keys + 0.5)
+    ax.set_ylim(-0.2, 2.3)
+    ax.axis("off")
+    ax.set_title(f"a decode step, one head: its {keys} keys split between {tasks} tasks, combined exactly",
+                 fontsize=9)
+    _save(fig, path)
+
+
 FIGURES = {
     "parameters.svg": parameters,
     "layer-norm.svg": layer_norm,
@@ -399,6 +462,8 @@ FIGURES = {
     "kv-cache-mask.svg": kv_cache_mask,
     "paged-batch.svg": paged_batch,
     "decode-roofline.svg": decode_roofline,
+    "online-softmax.svg": online_softmax_row,
+    "flash-decoding.svg": flash_decoding,
 }
 
 

@@ -6,6 +6,8 @@
                                                          if the ids differ, which of your steps to look at
     python -m gpt2 "..." --temperature 0.8 --top-k 40 --seed 1
     python -m gpt2 "..." --int8                          and your step 16's decode on 8-bit weights
+    python -m gpt2 "..." --fast                          and your fastest: step 17's FlashAttention, on
+                                                         step 16's int8 weights once both pass
 
 The model is your GPT2LMHeadModel with GPT-2's checkpoint loaded by your
 load_hf_weights, compiled into one MAX graph; the loop is your generate.
@@ -15,7 +17,10 @@ second of both paths are printed side by side. Once your step 15 passes,
 each decode step runs through your Mojo kernel (GPT2WithKernel; the prompt
 keeps MAX's products), and its tokens per second are printed too. With --int8,
 once your step 16 passes, the text also comes from your int8 decode
-(GPT2Quantized on the weights through your quantize and dequantize).
+(GPT2Quantized on the weights through your quantize and dequantize). With
+--fast, once your step 17 passes, the text also comes from your FlashAttention
+(GPT2Flash, the caches written in place), each decode step on int8 weights
+(GPT2FlashQ8) when step 16 passes too.
 """
 
 from __future__ import annotations
@@ -29,7 +34,14 @@ import numpy as np
 import runtime
 from checker import api
 from runtime.checkpoints import checkpoint_for_command
-from runtime.compiling import compile_decode, compile_gpt2, compile_with_cache, load_gpt2, prefill_then_decode
+from runtime.compiling import (
+    compile_decode,
+    compile_flash,
+    compile_gpt2,
+    compile_with_cache,
+    load_gpt2,
+    prefill_then_decode,
+)
 from runtime.hf import load_hf_model
 from runtime.learner import LearnerError, call, explain, import_step
 from runtime.loading import stored_tensors
@@ -126,6 +138,49 @@ def _int8(solutions: bool, checkpoint, eleven, thirteen):
     return run
 
 
+def _fast(solutions: bool, checkpoint, eleven):
+    """Your fastest GPT-2 if step 17 passes its check, else None after saying why: (generate_flash, the
+    compiled run, what it is). Each decode step through your GPT2FlashQ8 on int8 weights when your step 16
+    passes and GPT2FlashQ8 is written, else through GPT2Flash; the prompt through GPT2Flash."""
+    seventeen = _passing_step("17", solutions, checkpoint, use="its FlashAttention", otherwise="no --fast decode",
+                              missing="FlashAttention decode")
+    if seventeen is None:
+        return None
+    config = checkpoint.learner_config()
+    sixteen = _passing_step("16", solutions, checkpoint, use="its int8 products", otherwise="--fast decodes on "
+                            "float32 weights", missing="int8 products") if hasattr(seventeen, "GPT2FlashQ8") else None
+
+    def load(dequantized: bool):
+        from max.experimental import functional as F
+
+        with F.lazy():
+            model = eleven.GPT2LMHeadModel(config)
+        tensors = stored_tensors(checkpoint)
+        if dequantized:
+            tensors = dequantized_tensors(tensors, sixteen.quantize, sixteen.dequantize)
+        eleven.load_hf_weights(model, tensors)
+        return model
+
+    def build():
+        prefill = compile_flash(seventeen.GPT2Flash(load(sixteen is not None)), config)
+        if sixteen is None:
+            return prefill
+        return prefill_then_decode(prefill, compile_flash(seventeen.GPT2FlashQ8(load(True)), config, seq=1))
+
+    try:
+        run = call(build, timeout=0)
+    except LearnerError as e:
+        if sixteen is None:
+            print(f"(no --fast decode: your step 17 could not be built ({e}); pixi run s17)")
+            return None
+        print(f"(your GPT2FlashQ8 could not be built ({e}): --fast decodes on float32 weights)")
+        sixteen = None
+        run = call(build, timeout=0)
+    what = "your FlashAttention and your int8 products (GPT2FlashQ8)" if sixteen else "your FlashAttention (GPT2Flash)"
+    print(f"Your step 17 passes: --fast decodes with {what}.")
+    return seventeen.generate_flash, run, what
+
+
 def _timed_tokens(tokens, text, show: bool) -> tuple[list[int], float]:
     """Runs the token generator `tokens`, printing each new piece of text when `show`; (ids, seconds)."""
     out, started = [], time.perf_counter()
@@ -218,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--compare", action="store_true", help="also run transformers (greedy) and compare ids")
     parser.add_argument("--int8", action="store_true", help="also decode on 8-bit weights (your step 16)")
+    parser.add_argument("--fast", action="store_true", help="also decode with your FlashAttention (step 17), on "
+                        "int8 weights when your step 16 passes: your fastest GPT-2")
     args = parser.parse_args(argv)
 
     runtime.setup()
@@ -261,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         int8 = None if cached is None else _int8(args.solutions, checkpoint, eleven, thirteen)
         if cached is None:
             print("(--int8 needs your step 13's cache first: pixi run s13)")
+    fast = _fast(args.solutions, checkpoint, eleven) if args.fast else None
     settings = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed,
                     eos_token_id=None if args.compare else eos)
     decode = twelve.decode if hasattr(twelve, "decode") else lambda tokenizer, ids: tokenizer.decode(ids)
@@ -284,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.max_new_tokens, **settings)
             ours_int8, int8_seconds = _timed_tokens(with_int8, _Text(lambda ids: decode(tokenizer, ids), prompt_ids),
                                                     True)
-    except Exception as e:  # the learner's generate, generate_with_cache or decode
+        if fast is not None:
+            print(f"\n\nfast: {args.prompt}", end="", flush=True)
+            generate_flash, run, _ = fast
+            ours_fast, fast_seconds = _timed_tokens(
+                generate_flash(run, checkpoint.learner_config(), prompt_ids, args.max_new_tokens, **settings),
+                _Text(lambda ids: decode(tokenizer, ids), prompt_ids), True)
+    except Exception as e:  # the learner's generate, generate_with_cache, generate_flash or decode
 
         print(f"\n\nYour generate failed: {explain(e)}", file=sys.stderr)
         return 1
@@ -310,6 +374,15 @@ def main(argv: list[str] | None = None) -> int:
               f"weights: {cached_seconds / int8_seconds:.2f}x as fast as float32 with the cache alone; the same "
               f"tokens as float32 for the first {same} of {len(ours)}: quantisation changes the numbers a little, "
               "and a greedy choice between two close tokens may tip)")
+    if fast is not None:
+        baseline = (f": {cached_seconds / fast_seconds:.2f}x as fast as with the cache alone" if cached is not None
+                    else "")
+        print(f"({len(ours_fast)} tokens in {fast_seconds:.1f} s, {len(ours_fast) / fast_seconds:.1f} tokens/s with "
+              f"{fast[2]}{baseline})")
+        if "int8" not in fast[2] and ours_fast != ours:
+            print(f"Your FlashAttention's decode gave other tokens: without it {ours[:8]}..., with it "
+                  f"{ours_fast[:8]}...; run pixi run s17.")
+            return 1
     if not args.compare:
         return 0
     if args.temperature != 0.0:

@@ -101,10 +101,11 @@ def prefill_then_decode(prefill, decode):
     return run
 
 
-def compile_flash(module, config):
+def compile_flash(module, config, *, seq: int | None = None):
     """`module` (step 17's GPT2Flash around a loaded GPT2LMHeadModel) compiled: int64 ids [batch, seq] (both
-    symbolic), past [1] int64 and 2L float32 caches [batch, H, n_positions, D], which it writes in place."""
-    ids = (np.zeros((1, 1), np.int64), (BATCH, SEQ))
+    symbolic; `seq` fixes the positions a call takes, 1 for a decode-only graph), past [1] int64 and 2L
+    float32 caches [batch, H, n_positions, D], which it writes in place."""
+    ids = (np.zeros((1, seq or 1), np.int64), (BATCH, None if seq else SEQ))
     past = (np.zeros(1, np.int64), (None,))
     cache = (np.zeros((1, config.n_head, config.n_positions, config.n_embd // config.n_head), np.float32),
              (BATCH, None, None, None))

@@ -11,6 +11,7 @@ allocated once for the whole context; this file declares it to MAX and builds GP
                                                        past [1] int64 -> [B, H, T, D]
     empty_flash_cache(config, batch_size)              2L x [B, H, n_positions, D] zeros, float32
     GPT2Flash(model)                                   input_ids [B, T], past [1] int64, *cache -> logits [B, V]
+    GPT2FlashQ8(model)                                 the same at decode, on step 16's int8 weights and kernel
     generate_flash(model, config, ids, n, ...)         step 13's generate, the cache never copied
 
 N = n_positions: the cache has room for the whole context, and a call writes positions past .. past+T-1.
@@ -24,7 +25,7 @@ import numpy as np
 from max.dtype import DType
 from max.experimental import custom
 from max.experimental import functional as F
-from max.experimental.nn import Module
+from max.experimental.nn import Linear, Module
 from max.experimental.tensor import Tensor
 
 from solutions.solution_11 import GPT2LMHeadModel
@@ -77,7 +78,33 @@ class GPT2Flash(Module):
             heads = flash_attention(q, k, v, cache[2 * i], cache[2 * i + 1], past)
             x = x + attn.c_proj(attn._merge_heads(heads, attn.num_heads, attn.head_dim))
             x = x + block.mlp(block.ln_2(x))
-        return t.ln_f(x[:, -1, :]) @ t.wte.weight.T  # [B, V]: the tied head, the last position only
+        return self.head(t.ln_f(x[:, -1, :]))  # [B, V]: the last position only
+
+    def head(self, last: Tensor) -> Tensor:
+        """last [B, C] -> logits [B, V]: the tied head, wte's weight."""
+        return last @ self.transformer.wte.weight.T
+
+
+class GPT2FlashQ8(GPT2Flash):
+    """GPT2Flash on int8 weights through step 16's kernel, for decode (T = 1): every Linear a QuantizedLinear,
+    the tied head int8 too. A prompt runs through GPT2Flash on the same caches: the int8 kernel reads its
+    weights once per row, right for one row, slow for a thousand. Step 16 is imported here, not at the top:
+    the float32 path needs nothing of it."""
+
+    def __init__(self, model: GPT2LMHeadModel):
+        from solutions.solution_16 import QuantizedLinear, quantized
+
+        super().__init__(model)
+        for _, module in [("", self.transformer), *self.transformer.descendants]:
+            for name, child in list(module.children):
+                if isinstance(child, Linear):
+                    setattr(module, name, QuantizedLinear(child))
+        self.head_q, self.head_scales = quantized(self.transformer.wte.weight)  # [V, C] int8, [V, C / 32]
+
+    def head(self, last: Tensor) -> Tensor:
+        from solutions.solution_16 import matvec_q8
+
+        return matvec_q8(last, self.head_q, self.head_scales)
 
 
 def generate_flash(model, config, input_ids: list[int], max_new_tokens: int, *, temperature: float = 0.0,

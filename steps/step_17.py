@@ -19,8 +19,9 @@ D = head_dim:
                          *cache -> logits [B, V] (the last position's); prefill and decode alike
     generate_flash     step 13's generate_with_cache for GPT2Flash: the prompt once, then one position a
                          call, past counting the positions the caches hold
-    GPT2FlashQ8        optional, once step 16 passes: GPT2Flash for decode with step 16's int8 products
-                         (every Linear and the tied head): `pixi run gpt2 --fast` runs it
+    GPT2FlashQ8        optional, once step 16 passes: GPT2Flash for decode (T = 1) with step 16's int8
+                         products, every Linear and the tied head; a prompt still runs through GPT2Flash,
+                         on the same caches. `pixi run gpt2 --fast` runs them
 
 The check (and `pixi run gpt2`) compiles GPT2Flash with input_ids [batch, seq] symbolic, past [1] and
 the caches [batch, H, N, D], and calls it with the same cache tensors every time: nothing is returned
@@ -76,6 +77,25 @@ class GPT2Flash(Module):
         #   - each block's attention: c_attn, the heads split, your kernel (which stores k and v), the
         #     heads merged, c_proj. What does the block hand back now that the cache is not returned?
         raise NotImplementedError("step 17: GPT2Flash.forward")
+
+    def head(self, last: Tensor) -> Tensor:
+        """last [B, C] (ln_f's output at the last position) -> logits [B, V]: the tied head. forward ends
+        with it, so that GPT2FlashQ8 changes the head alone."""
+        # TODO: as step 11's head.
+        raise NotImplementedError("step 17: GPT2Flash.head")
+
+
+class GPT2FlashQ8(GPT2Flash):
+    """Optional, once step 16 passes: GPT2Flash on int8 weights through your step 16's kernel, for decode."""
+
+    def __init__(self, model: GPT2LMHeadModel):
+        # TODO: GPT2Flash's, then step 16's GPT2Quantized's: every Linear a QuantizedLinear, the tied head's
+        #   weight quantised. Import step 16 here, inside: the float32 path must not need it.
+        raise NotImplementedError("step 17: GPT2FlashQ8 (optional: once step 16 passes)")
+
+    def head(self, last: Tensor) -> Tensor:
+        # TODO: the tied head through step 16's matvec_q8.
+        raise NotImplementedError("step 17: GPT2FlashQ8.head")
 
 
 def generate_flash(model, config, input_ids: list[int], max_new_tokens: int, *, temperature: float = 0.0,

@@ -237,7 +237,8 @@ def solution_source(step: str) -> str:
     return (REPO / "solutions" / f"solution_{step}.py").read_text()
 
 
-KERNELS = {"15": "matvec.mojo", "16": "matvec_q8.mojo", "17": "flash.mojo"}  # steps with a Mojo kernel: its file in solution_NN_kernel/
+# Steps with a Mojo kernel: its file in solution_NN_kernel/.
+KERNELS = {"15": "matvec.mojo", "16": "matvec_q8.mojo", "17": "flash.mojo"}
 
 
 def add_kernel(path: Path, step: str) -> None:

@@ -222,3 +222,23 @@ def test_int8_split_times_the_step_before_and_after_and_its_products(tmp_path):
         before = compile_decode(sixteen.GPT2Quantized(model), config)(ids, *cache)
     for a, b in zip(after, before):  # the logits, then every grown cache
         np.testing.assert_allclose(np.from_dlpack(a), np.from_dlpack(b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("package, said", [
+    (None, "llama-cpp-python is not installed"),
+    ("import diskcache_not_here\n",
+     "cannot be imported: No module named 'diskcache_not_here', a package it depends on"),
+    ("raise OSError('libllama.so: cannot open shared object file')\n", "cannot be imported: OSError: libllama.so"),
+])
+def test_llama_cpp_says_why_it_cannot_be_measured(tmp_path, monkeypatch, package, said):
+    """Not installed, installed without a package it needs, its library unloadable: each said as what it is."""
+    import sys
+
+    from bench.llama import missing
+
+    monkeypatch.delitem(sys.modules, "llama_cpp", raising=False)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *(p for p in sys.path if "site-packages" not in p)])
+    if package is not None:
+        (tmp_path / "llama_cpp").mkdir()
+        (tmp_path / "llama_cpp" / "__init__.py").write_text(package)
+    assert said in missing(None)

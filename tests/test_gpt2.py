@@ -44,3 +44,14 @@ def test_solutions_write_on_int8_weights(checkpoint):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Your step 16 passes: the last text comes from your int8 weights" in done.stdout
     assert "tokens/s on int8 weights:" in done.stdout and "the same tokens as float32 for the first" in done.stdout
+
+
+@pytest.mark.heavy
+def test_solutions_write_fast_with_flash_attention_on_int8_weights(checkpoint):
+    """--fast with the solutions: the text also comes from step 17's FlashAttention, each decode step on step
+    16's int8 products, with its speed against the cache alone."""
+    done = _gpt2("The cat sat on the mat because", "--solutions", "--max-new-tokens", "12", "--fast")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Your step 17 passes: --fast decodes with your FlashAttention and your int8 products" in done.stdout
+    assert "fast: The cat sat on the mat because" in done.stdout
+    assert "tokens/s with your FlashAttention and your int8 products (GPT2FlashQ8): " in done.stdout

@@ -18,7 +18,7 @@ from runtime.paths import REPO
 
 RUN = 4
 LIMIT_ALL, LIMIT_STEP = 0.10, 0.25
-STEPS = [f"{n:02d}" for n in range(1, 16)]
+STEPS = sorted(p.stem.removeprefix("solution_") for p in (REPO / "solutions").glob("solution_[0-9][0-9].py"))
 _TOKEN = re.compile(r"\w+|[^\w\s]")  # words and single punctuation marks, in code and prose alike
 
 

@@ -154,6 +154,26 @@ def _fake_results(config, wrong):
     return cases, results, arrays
 
 
+@pytest.mark.parametrize("old, new, where", [
+    ("t.wpe(input_ids.shape[-1], cache[0].shape[-2])", "t.wpe(input_ids.shape[-1], 0)",
+     "the embeddings: the stream into block 0 is not wte(token) + wpe's row at the token's position"),
+    ("            x = x + block.mlp(block.ln_2(x))\n        last",
+     "            x = x + block.mlp(block.ln_2(x)) * 0.5\n        last",
+     "block 0's MLP half: the MLP's output matches, the stream after it does not"),
+])
+def test_a_decode_off_outside_the_kernel_is_placed_at_its_piece_and_step(checkpoints, step_folder, old, new, where):
+    """Step 15's GPT2WithKernel wrong around a right kernel: the report names the first piece of the decode
+    step that differs from Hugging Face, and the decode steps it is off at."""
+    path = write_kernel_step(step_folder, kernel_source())
+    path.write_text(mutate(path.read_text(), old, new))
+    report = step15.check(path, checkpoints["synthetic"])
+    decode, text = report.part("decode"), report.render()
+    assert report.part("kernel").status == PASS and decode.status == FAIL, text
+    assert f"where: everything before matches Hugging Face; {where}" in text, text
+    assert "off on decode step 1 (position 9), decode step 2 (position 10)" in text, text
+    assert "the cause is outside the kernel" in text, text
+
+
 @pytest.mark.parametrize("width", [8, 16])
 def test_a_dropped_tail_of_k_is_told_by_k_not_by_a_case(checkpoint, width):
     """Off exactly where K is no multiple of the width: said as K's tail, whichever case labels fail (one has

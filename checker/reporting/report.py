@@ -20,6 +20,7 @@ class Part:
     details: list[str] = field(default_factory=list)
     mistake: Mistake | None = None
     margin: float | None = None  # max |diff| / allowed, for a numeric comparison
+    optional: bool = False  # a SKIP that leaves the step passed: an optional part not attempted
 
     @classmethod
     def from_verdict(cls, name: str, v: Verdict) -> Part:
@@ -42,7 +43,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return bool(self.parts) and all(p.status == PASS for p in self.parts)
+        return bool(self.parts) and all(p.status == PASS or (p.status == SKIP and p.optional) for p in self.parts)
 
     def part(self, name: str) -> Part:
         return next(p for p in self.parts if p.name == name)

@@ -32,6 +32,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from checker.diagnosis.stream import recording
 from checker.harness.deps import used_modules
 from checker.harness.runner import StepRun
 from checker.references.ragged import CACHED, OFFSETS, last_rows, positions
@@ -39,7 +40,7 @@ from checker.reporting.compare import EXACT, WHOLE_MODEL, compare
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.paged import NotStoodIn, PagedCache, standing_in
 from checker.steps.step14.mistakes import MISTAKES, ROW_MISTAKES
-from checker.steps.step14.paged import Probed, compile_probed, paged_params, place, rows_differ, run_scenario
+from checker.steps.step14.paged import compile_probed, paged_params, place, rows_differ, run_scenario
 from checker.steps.step14.reference import (
     PAGED_LAYERS,
     SCENARIO,
@@ -169,7 +170,7 @@ def run_eagerly(paged, modules, config, tokens: dict[str, list[int]]):
                 offsets = np.cumsum([0] + [n for _, n in batch]).astype(np.uint32)
                 kv = cache.batch([name for name, _ in batch], [done[name] for name, _ in batch])
                 recorded = []
-                with Probed._recording(recorded, paged):
+                with recording(recorded, paged):
                     logits = paged(Tensor.from_dlpack(ids), kv, Tensor.from_dlpack(offsets))
                 out.append(np.from_dlpack(logits).astype(np.float64))
                 pieces.append([np.from_dlpack(value).astype(np.float64) for _, value in recorded])

@@ -5,11 +5,10 @@ differs from Hugging Face's (place).
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
-from checker.reporting.compare import CORRECT_MARGIN, WHOLE_MODEL
+from checker.diagnosis.stream import first_difference, recording, row_margins
+from checker.reporting.compare import CORRECT_MARGIN
 from checker.steps.step14.reference import PAGE_SIZE, PAGED_LAYERS, SCENARIO
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
@@ -22,9 +21,6 @@ def paged_params(config, layers: int):
 
     return MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
                             num_layers=layers, page_size=PAGE_SIZE, devices=[DeviceRef.CPU()])
-
-
-PROBED = ("ln_1", "ln_2", "mlp")  # each block's modules the probe records; and the body's ln_f
 
 
 class Probed:
@@ -54,41 +50,12 @@ class Probed:
                 flat = iter(x._graph_value for x in kv_inputs)
                 (kv,) = tree.leaves(kv_params.unflatten_kv_inputs(flat), leaf=KVCacheInputsPerDevice)
                 recorded = []
-                with probe._recording(recorded, self.paged):  # the copy Module.compile traces, not `paged`
+                with recording(recorded, self.paged):  # the copy Module.compile traces, not `paged`
                     logits = self.paged(tokens, kv, input_row_offsets)
                 probe.names = [name for name, _ in recorded]
                 return (logits, *(value for _, value in recorded))
 
         self.graph = _Graph()
-
-    @staticmethod
-    @contextlib.contextmanager
-    def _recording(recorded: list, paged):
-        t = getattr(paged, "transformer", None)
-        watched = [(f"h.{i}.{name}", getattr(block, name)) for i, block in enumerate(getattr(t, "h", []) or [])
-                   for name in PROBED if hasattr(block, name)]
-        if t is not None and hasattr(t, "ln_f"):
-            watched.append(("ln_f", t.ln_f))
-        for name, module in watched:
-            forward = module.forward
-
-            def record(x, *args, name=name, forward=forward, **kwargs):
-                y = forward(x, *args, **kwargs)
-                if name.endswith(".mlp"):
-                    recorded.append((name, y))
-                else:
-                    recorded.append((name, x))
-                    if name == "ln_f":
-                        recorded.append(("ln_f out", y))
-                return y
-
-            object.__setattr__(module, "forward", record)
-        try:
-            yield
-        finally:
-            for _, module in watched:
-                if "forward" in vars(module):
-                    object.__delattr__(module, "forward")
 
 
 def compile_probed(paged_model, kv_params) -> tuple[object, Probed]:
@@ -136,11 +103,6 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> tuple[lis
     return out, recorded
 
 
-def _row_margins(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """[rows, V] -> [rows]: each row's worst |got - want| / what the whole-model tolerance allows."""
-    return np.max(np.abs(got - want) / WHOLE_MODEL.allowed(want), axis=-1)
-
-
 def rows_differ(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[tuple[str, bool]]]) -> list[str]:
     """Which requests are right in which batch, in words: prompt rows and decode rows apart.
 
@@ -149,7 +111,7 @@ def rows_differ(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[t
     right, off = {"prompt": [], "decode": []}, {"prompt": [], "decode": []}
     near = []
     flat_want = np.concatenate(want)  # [rows, V]: allowed as the part's verdict allows it
-    margins = iter(_row_margins(np.concatenate(got), flat_want))
+    margins = iter(row_margins(np.concatenate(got), flat_want))
     for i, batch in enumerate(rows):
         worst: dict[str, float] = {}
         for name, _ in batch:
@@ -179,26 +141,21 @@ def rows_differ(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[t
     return lines
 
 
-def _rows_off(got: np.ndarray, want: np.ndarray, rows: list[tuple[str, bool]]) -> tuple[bool, str]:
-    """(whether any row is off, which: "every row", or the requests' prompt / decode rows that are)."""
-    off = _row_margins(got, want) > 1
+def _off(margins: np.ndarray, rows: list[tuple[str, bool]]) -> str | None:
+    """Which rows are off (margin above 1), in words: "every row", or the requests' prompt / decode rows; None
+    when none is."""
+    off = margins > 1
     if not off.any():
-        return False, ""
+        return None
     if off.all():
-        return True, "every row"
+        return "every row"
     kinds = {("prompt" if is_prompt else "decode", name) for (name, is_prompt), bad in zip(rows, off) if bad}
     prompts = sorted(n for k, n in kinds if k == "prompt")
     decodes = sorted(n for k, n in kinds if k == "decode")
     said = [f"{', '.join(prompts)}'s prompt rows" if prompts else "",
             f"{', '.join(decodes)}'s decode rows" if decodes else ""]
-    return True, " and ".join(s for s in said if s) + (" (prompts right: what a decode step reads back from the cache)"
-                                                        if decodes and not prompts else "")
-
-
-def _piece(name: str) -> str:
-    """"h.0.ln_2" -> "block 0's ln_2"."""
-    block, _, module = name.rpartition(".")
-    return f"block {block.removeprefix('h.')}'s {module}" if block else name
+    return " and ".join(s for s in said if s) + (" (prompts right: what a decode step reads back from the cache)"
+                                                 if decodes and not prompts else "")
 
 
 def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, np.ndarray], got_logits: np.ndarray,
@@ -209,35 +166,14 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
     got = {}
     for i, name in enumerate(names):
         got.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
-    n = PAGED_LAYERS
-    expected = [f"h.{i}.{p}" for i in range(n) for p in PROBED] + ["ln_f", "ln_f out"]
-    if not got:
-        return ["where: the probes could not place it (your forward calls none of the blocks' ln_1, ln_2 and mlp "
-                "nor ln_f as modules, so the stream between them is not seen)"]
-    if missing := [name for name in expected if name not in got and name != "ln_f out"]:
-        said = " and ".join(_piece(name) for name in missing[:3]) + (" (and more)" if len(missing) > 3 else "")
-        return [f"where: forward never calls {said}: each block is x + attention(ln_1(x)), then x + mlp(ln_2(x)); "
-                "ln_f once at the end"]
-    order = list(dict.fromkeys(names))
-    if order != expected:
-        return [f"where: forward calls the blocks' modules in the order {', '.join(order)} (expected h.0's ln_1, "
-                f"ln_2, mlp, then h.1's, ..., ln_f once at the end)"]
-    steps = [("h.0.ln_1", "the embeddings: the stream into block 0 is not wte(tokens) + wpe's row at each row's "
-              "position (ragged_positions passes, above: look at how forward uses it)")]
-    for i in range(n):
-        after = f"h.{i + 1}.ln_1" if i + 1 < n else "ln_f"
-        steps += [(f"h.{i}.ln_2", f"block {i}'s attention half: its input matches, the stream after x + "
-                   f"paged_attention(...) does not: paged_attention (the keys and values it stores under layer_idx "
-                   f"{i} and reads back, the mask, the scale) or how forward adds it to the stream"),
-                  (f"h.{i}.mlp", f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
-                   "does not: what forward hands it (ln_2 of the stream)"),
-                  (after, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
-                   "residual add x + mlp(ln_2(x))")]
-    steps.append(("ln_f out", "ln_f: the stream at the end matches, ln_f's output does not"))
-    for name, said in steps:
-        off, which = _rows_off(got[name], stream[name], rows)
-        if off:
-            return [f"where: everything before matches Hugging Face; {said}; off on {which}"]
-    off, which = _rows_off(got_logits, want_logits, rows)
+    line = first_difference(
+        names, got, stream, PAGED_LAYERS, lambda margins: _off(margins, rows),
+        embeddings="wte(tokens) + wpe's row at each row's position (ragged_positions passes, above: look at how "
+                   "forward uses it)",
+        attention=lambda i: f"paged_attention (the keys and values it stores under layer_idx {i} and reads back, "
+                            "the mask, the scale)")
+    if line is not None:
+        return [line]
+    which = _off(row_margins(got_logits, want_logits), rows)
     return [f"where: the whole stream and ln_f's output match Hugging Face; the head does not: every row's logits "
-            f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if off else []
+            f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if which else []

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from checker.diagnosis.stream import hooked
 from checker.references.ragged import positions
 from runtime.checkpoints import Checkpoint
 
@@ -76,25 +77,8 @@ def scenario_stream(model, tokens: dict[str, list[int]]) -> dict[str, np.ndarray
     "ln_f": ln_f's input, "ln_f out": its output}, each [all rows of all batches, C] in batch order."""
     import torch
 
-    seen: dict[str, list[np.ndarray]] = {}
-    hooks = []
-    for i, block in enumerate(model.transformer.h):
-        for name, module in ((f"h.{i}.ln_1", block.ln_1), (f"h.{i}.ln_2", block.ln_2)):
-            hooks.append(module.register_forward_pre_hook(
-                lambda m, args, name=name: seen.setdefault(name, []).append(args[0][0].double().numpy())))
-        hooks.append(block.mlp.register_forward_hook(
-            lambda m, args, out, i=i: seen.setdefault(f"h.{i}.mlp", []).append(out[0].double().numpy())))
-    def ln_f(module, args, out):  # a forward hook returns None: the output stays
-        seen.setdefault("ln_f", []).append(args[0][0].double().numpy())
-        seen.setdefault("ln_f out", []).append(out[0].double().numpy())
-
-    hooks.append(model.transformer.ln_f.register_forward_hook(ln_f))
-    try:
-        with torch.no_grad():
-            scenario_logits(model, tokens)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    with hooked(model) as seen, torch.no_grad():
+        scenario_logits(model, tokens)
     return {name: np.concatenate(rows) for name, rows in seen.items()}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from checker.diagnosis.stream import place_positions, recording
 from checker.harness.runner import StepRun
 from checker.reporting.compare import DECODE, compare
 from checker.reporting.report import FAIL, PASS, Part
@@ -29,6 +30,8 @@ from runtime.learner import LearnerError
 NEW_TOKENS = 12
 EAGER_TOKENS = 3  # op by op first: the prompt's token and two decode steps (an op at a time is ~20x slower)
 PROMPT_LENGTH = 9
+ATTENTION = ("the attention with the cache (the keys and values of earlier positions it reads back, the new ones it "
+             "adds, the scale)")
 
 
 @contextlib.contextmanager
@@ -168,9 +171,10 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
             run.add(Part("decode", FAIL, problem))
             return None
         prefill = run.call(compile_with_cache, thirteen.GPT2WithCache(model), config)  # before the kernel goes in
-        eager = prefill_then_decode(prefill, run.call(build, model))
-        with counting_kernel_calls() as calls:
-            ids, decoded = run.call(greedy_steps, eager, config, thirteen.empty_cache, prompt, EAGER_TOKENS)
+        built, recorded = run.call(build, model), []
+        with counting_kernel_calls() as calls, recording(recorded, built):
+            ids, decoded = run.call(greedy_steps, prefill_then_decode(prefill, built), config, thirteen.empty_cache,
+                                    prompt, EAGER_TOKENS)
     except LearnerError as e:
         run.add(Part.from_error("decode", e))
         return None
@@ -183,6 +187,9 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
         summary = f"the decode steps through your kernel (run op by op) differ from {spec.held_to}: {verdict.summary}"
         print(f"(decode FAILS: {summary}; running it again with MAX's products in place of your kernel, to tell "
               "whether the kernel is the cause: seconds; the report follows)", file=sys.stderr, flush=True)
+        problems += place_positions(recorded, reference.hf, prompt + ids[:-1], len(prompt), len(prompt),
+                                    config.n_layer, attention=lambda i: ATTENTION,
+                                    logits=(np.stack(decoded), reference.logits(ids)))
         problems.append(_without_kernel(run, build, eleven, checkpoint, prefill, thirteen, reference, spec,
                                         compiled=False))
         run.add(Part("decode", FAIL, summary, problems, margin=verdict.margin))

@@ -9,6 +9,9 @@ Parts:
   model          GPT2Flash op by op, then compiled, its caches written in place: the last logits of a prompt
                  of the whole context, a short prompt's decode steps, the greedy ids, against Hugging Face
   generate       generate_flash on the compiled model: transformers' greedy ids, a stop at eos
+  int8           optional, once step 16 passes: a prompt through GPT2Flash, each decode step through
+                 GPT2FlashQ8 (step 16's int8 products) on the same caches, against transformers on the same
+                 dequantised weights
   timing         a report, not a verdict: the kernel against step 13's attention and torch's, at a prefill of
                  the whole context and a decode step after it, and the share of the bandwidth it reaches
 
@@ -27,14 +30,14 @@ from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.mojo import REPEATS
 from checker.steps.step15.decode import NEW_TOKENS
 from checker.steps.step17.kernel import kernel_part
-from checker.steps.step17.model import generate_part, model_part
+from checker.steps.step17.model import generate_part, int8_part, model_part
 from checker.steps.step17.reference import KERNEL, kernel_cases
 from checker.steps.step17.timing import timing_part
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
 
 FUNCTIONS = ("flash_attention", "empty_flash_cache", "GPT2Flash", "generate_flash")
-PARTS = ["earlier steps", "kernel", "model", "generate", "timing"]
+PARTS = ["earlier steps", "kernel", "model", "generate", "int8", "timing"]
 
 
 def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
@@ -57,6 +60,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if compiled is None:
         return run.finish("runs once the model passes")
     if generate_part(run, step, compiled, checkpoint).status == PASS:
+        int8_part(run, step, eleven, path, checkpoint)
         try:
             run.add(run.call(timing_part, step, config))
         except LearnerError as e:

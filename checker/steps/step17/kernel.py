@@ -15,7 +15,7 @@ from checker.harness.runner import StepRun
 from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
-from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, outputs
+from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, cuts, output
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -104,13 +104,14 @@ def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: 
 
 
 def _named(inputs: dict, results: dict):
-    """The catalogued mistake whose output and caches equal the learner's on every case, or None."""
+    """The catalogued mistake whose output and caches equal the learner's on every case, cut the same way
+    on each (one tile size, one split count), or None."""
+    names = [name for name, *_ in kernel_cases()]
     for mistake in CATALOGUE:
-        if all(any(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0], out,
-                            mistake in BY_CACHES)
-                   for out in outputs(mistake, inputs[name]))
-               for name, *_ in kernel_cases()):
-            return mistake
+        for tile, splits in cuts(mistake):
+            if all(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0],
+                            output(mistake, inputs[name], tile, splits), mistake in BY_CACHES) for name in names):
+                return mistake
     return None
 
 

@@ -1,12 +1,15 @@
 """Step 17's catalogue: attention kernels a learner may write instead of the right one, each with what it
 computes from a case's arrays (its output, and the caches it leaves) and the edit that makes it in the
 solution's Mojo. The online softmax's mistakes depend on how a kernel cuts the keys: they are computed for
-each tile size and split count a learner may choose (TILES, SPLITS) and named when one of them matches.
+each tile size and split count a learner may choose (TILES, SPLITS), and a mistake is named when one way
+of cutting explains every case.
 
     compute(q, k, v, k_cache, v_cache, P, tile, splits) -> (output [B, H, T, D], k_cache, v_cache after)
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -15,7 +18,9 @@ from checker.steps.step17.reference import attention, online, written
 
 KERNEL = "flash.mojo"
 TILES = (1, 8, 16, 32, 64, 128)  # keys a tile: a wrong online softmax depends on where its tiles start
-SPLITS = (1, 2, 3, 4, 8)  # parts a decode head's keys are split into (1: not split)
+# parts a decode head's keys are split into (1: not split): a few counts, and this machine's cores, which a
+# kernel splitting by num_logical_cores() uses
+SPLITS = tuple(sorted({1, 2, 3, 4, 8, os.cpu_count() or 1}))
 
 
 def _written(compute):
@@ -31,7 +36,7 @@ def _not_written(q, k, v, kc, vc, P, tile, splits):
 
 
 def _swapped(q, k, v, kc, vc, P, tile, splits):
-    vc, kc = written(v, k, vc, kc, P)
+    kc, vc = written(v, k, kc, vc, P)  # v into the key cache, k into the value cache
     return attention(q, kc, vc, P), kc, vc
 
 
@@ -99,14 +104,16 @@ BY_CACHES = [CACHE_NOT_WRITTEN, CACHE_SWAPPED]
 CATALOGUE = [*WHOLE, *CUT]
 
 
-def outputs(mistake: Mistake, arrays: list[np.ndarray]):
-    """What `mistake` computes on one case's arrays, for each way of cutting the keys that may change it."""
-    q, k, v, kc, vc, past = arrays
-    P = int(past[0])
+def cuts(mistake: Mistake) -> list[tuple[int, int]]:
+    """The ways of cutting the keys (tile, splits) that may change what `mistake` computes."""
     if mistake not in CUT:
-        yield mistake.compute(q, k, v, kc, vc, P, TILES[0], 1)
-        return
-    decode = q.shape[2] == 1  # only decode splits a head's keys (1: a case the kernel did not split)
-    for tile in (TILES[:1] if mistake is SPLITS_WITHOUT_MAXIMA else TILES):
-        for splits in (SPLITS if decode else (1,)):
-            yield mistake.compute(q, k, v, kc, vc, P, tile, splits)
+        return [(TILES[0], 1)]
+    return [(tile, splits) for tile in (TILES[:1] if mistake is SPLITS_WITHOUT_MAXIMA else TILES)
+            for splits in SPLITS]
+
+
+def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int):
+    """What `mistake` computes on one case's arrays, its keys cut in tiles of `tile` and (at decode, the
+    only place a kernel splits a head's keys) in `splits` parts."""
+    q, k, v, kc, vc, past = arrays
+    return mistake.compute(q, k, v, kc, vc, int(past[0]), tile, splits if q.shape[2] == 1 else 1)

@@ -12,15 +12,29 @@ import sys
 
 import numpy as np
 
+from checker.diagnosis.stream import place_positions, recording
+from checker.harness import verdicts
 from checker.harness.runner import StepRun
 from checker.reporting.compare import DECODE, compare
-from checker.reporting.report import FAIL, PASS, Part
-from checker.steps.step15.decode import EAGER_TOKENS, NEW_TOKENS, PROMPT_LENGTH, DecodeReference
+from checker.reporting.report import FAIL, PASS, SKIP, Part
+from checker.steps.step15.decode import (
+    EAGER_TOKENS,
+    NEW_TOKENS,
+    PROMPT_LENGTH,
+    DecodeReference,
+    counting_kernel_calls,
+    kernel_calls_problem,
+)
+from checker.steps.step16.decode import hf_with, load_dequantized
 from runtime.checkpoints import Checkpoint
-from runtime.compiling import compile_flash, load_gpt2
+from runtime.compiling import compile_flash, load_gpt2, prefill_then_decode
 from runtime.decoding import greedy_steps, in_place, no_positions
 from runtime.hf import load_hf_model
 from runtime.learner import LearnerError
+from runtime.paths import shown
+
+ATTENTION = ("flash_attention (the keys and values it writes at positions P .. P+T-1 of this block's caches and reads "
+             "back, the mask's offset P, the scale) or the heads around it (split before, merged after)")
 
 # MAX and torch are imported inside the functions that use them: importing them takes seconds.
 
@@ -54,12 +68,17 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
         if problem:
             run.add(Part("model", FAIL, problem))
             return None
-        ids, decoded = run.call(greedy_steps, in_place(eager, caches), config, no_positions, prompt, EAGER_TOKENS)
+        recorded = []
+        with recording(recorded, eager):
+            ids, decoded = run.call(greedy_steps, in_place(eager, caches), config, no_positions, prompt,
+                                    EAGER_TOKENS)
     except LearnerError as e:
         run.add(Part.from_error("model", e))
         return None
     if (failed := reference.problems(ids, decoded)) is not None:
         verdict, problems = failed
+        problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
+                                    attention=lambda i: ATTENTION, logits=(np.stack(decoded), reference.logits(ids)))
         run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face at decode: "
                      f"{verdict.summary}", problems, margin=verdict.margin))
         return None
@@ -137,3 +156,53 @@ def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint) -> Part:
                             f"{want}: yield the eos token, then stop"))
     return run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal transformers' generate; it stops after "
                         "eos_token_id"))
+
+
+def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint) -> Part:
+    """GPT2FlashQ8, optional: once the learner's step 16 passes, a prompt through GPT2Flash and each decode step
+    through GPT2FlashQ8 on the same caches, compiled as `pixi run gpt2 --fast` runs them, against transformers
+    on the same dequantised weights; every product of a decode step through step 16's int8 kernel."""
+    config = checkpoint.learner_config()
+    sixteen = path.with_name(path.name.replace("17", "16"))
+    later = "a decode on int8 weights, what pixi run gpt2 --fast runs once it passes"
+    if not hasattr(step, "GPT2FlashQ8"):
+        return run.add(Part("int8", SKIP, f"optional: no GPT2FlashQ8 in your file ({later})", optional=True))
+    found = verdicts.lookup("16", sixteen, checkpoint) if sixteen.exists() else {"ok": False}
+    if found is None:
+        print(f"(checking your step 16 once, as pixi run s16 does, for GPT2FlashQ8: {shown(sixteen)})",
+              file=sys.stderr, flush=True)
+        found = verdicts.verdict("16", sixteen, checkpoint, timeout=run.timeout)
+    if not found["ok"]:
+        return run.add(Part("int8", SKIP, f"optional: your step 16 ({shown(sixteen)}) does not pass its check yet "
+                            f"(pixi run s16); GPT2FlashQ8 is {later}", optional=True))
+    print("(compiling your GPT2Flash for the prompt and GPT2FlashQ8 for each decode step, on int8 weights: about "
+          "two minutes after a change on 2 cores)", file=sys.stderr, flush=True)
+    prompt = prompt_of(config, PROMPT_LENGTH, 17)
+    try:
+        quantized = run.call(step.GPT2FlashQ8, run.call(load_dequantized, eleven, checkpoint))
+    except LearnerError as e:
+        if e.todo:
+            return run.add(Part("int8", SKIP, f"optional: GPT2FlashQ8 is not written yet ({later})", optional=True))
+        return run.add(Part.from_error("int8", e))
+    try:
+        with counting_kernel_calls() as calls:
+            decode = run.call(compile_flash, quantized, config, seq=1)
+        prefill = run.call(compile_flash, run.call(step.GPT2Flash, run.call(load_dequantized, eleven, checkpoint)),
+                           config)
+        both = prefill_then_decode(prefill, decode)
+        ids, decoded = run.call(greedy_steps, in_place(both, step.empty_flash_cache(config, 1)), config,
+                                no_positions, prompt, NEW_TOKENS)
+    except LearnerError as e:
+        return run.add(Part.from_error("int8", e))
+    if (problem := kernel_calls_problem(calls, "gpt2_matvec_q8", config)) is not None:
+        return run.add(Part("int8", FAIL, f"GPT2FlashQ8: {problem}"))
+    reference = DecodeReference(hf_with(checkpoint), prompt)
+    if (failed := reference.problems(ids, decoded)) is not None:
+        verdict, problems = failed
+        return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps differ from transformers on the same "
+                            f"dequantised weights: {verdict.summary}", problems, margin=verdict.margin))
+    verdict = reference.verdict(ids, decoded)
+    return run.add(Part("int8", PASS, f"{NEW_TOKENS - 1} decode steps through GPT2FlashQ8 (every product int8) and "
+                        f"{NEW_TOKENS} greedy ids match transformers on the same dequantised weights: "
+                        f"{verdict.summary}", margin=verdict.margin))
+

@@ -17,7 +17,6 @@ from checker.reporting.compare import Tolerance
 # magnitudes) amplify float32's rounding: the solution stays under a tenth of this on every case
 # (tests/test_step17.py holds it); a mistake is off by a hundredth of the output or more.
 KERNEL = Tolerance(1e-4, 1e-4)
-TILES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # tile sizes a learner may choose: a wrong softmax depends on it
 D = 64  # GPT-2 small's head_dim
 CACHE = 1024  # GPT-2 small's n_positions
 

@@ -1,0 +1,192 @@
+"""Where a GPT-2's residual stream first differs from Hugging Face's, piece by piece, at the same rows (a
+row: one position of one sequence, at one call). The learner's pieces are recorded as its model runs (op
+by op, or traced into a graph that returns them); Hugging Face's by hooks on the same modules.
+
+    PIECES                            each block's: "ln_1" (its input), "ln_2" (the stream after its attention
+                                      half), "mlp" (its MLP's output); then "ln_f" (the stream at the end)
+                                      and "ln_f out"
+    recording(recorded, model)        while the learner's model runs, (name, tensor) appended for each piece
+    stacked(recorded)                 {name: [rows, C]}: each piece's rows, call after call
+    hooked(hf)                        while Hugging Face runs, {name: [[rows, C], ...]} filled the same way
+    hf_stream(hf, ids)                Hugging Face's pieces on one sequence `ids`: {name: [len(ids), C]}
+    first_difference(names, got, want, layers, off, said)
+                                      the line that places the first piece off, or None when every piece
+                                      through ln_f's output is right (then the head is left)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import numpy as np
+
+from checker.reporting.compare import WHOLE_MODEL
+
+# MAX and torch are imported inside the functions that use them: importing them takes seconds.
+
+PIECES = ("ln_1", "ln_2", "mlp")
+
+
+def expected_names(layers: int) -> list[str]:
+    return [f"h.{i}.{p}" for i in range(layers) for p in PIECES] + ["ln_f", "ln_f out"]
+
+
+@contextlib.contextmanager
+def recording(recorded: list, model):
+    """While the block runs, each call of the model's blocks' ln_1, ln_2, mlp and its ln_f appends (name,
+    tensor) to `recorded`: the input of ln_1 and ln_2 and ln_f, the output of mlp and ("ln_f out") ln_f. A
+    piece the learner's forward does not call through its module is simply not recorded."""
+    t = getattr(model, "transformer", None)
+    watched = [(f"h.{i}.{name}", getattr(block, name)) for i, block in enumerate(getattr(t, "h", []) or [])
+               for name in PIECES if hasattr(block, name)]
+    if t is not None and hasattr(t, "ln_f"):
+        watched.append(("ln_f", t.ln_f))
+    for name, module in watched:
+        forward = module.forward
+
+        def record(x, *args, name=name, forward=forward, **kwargs):
+            y = forward(x, *args, **kwargs)
+            if name.endswith(".mlp"):
+                recorded.append((name, y))
+            else:
+                recorded.append((name, x))
+                if name == "ln_f":
+                    recorded.append(("ln_f out", y))
+            return y
+
+        object.__setattr__(module, "forward", record)
+    try:
+        yield
+    finally:
+        for _, module in watched:
+            if "forward" in vars(module):
+                object.__delattr__(module, "forward")
+
+
+def stacked(recorded: list) -> dict[str, np.ndarray]:
+    """(name, tensor) pairs as `recording` leaves them, op by op -> {name: [rows, C]} in call order."""
+    rows: dict[str, list[np.ndarray]] = {}
+    for name, value in recorded:
+        array = np.from_dlpack(value).astype(np.float64)
+        rows.setdefault(name, []).append(array.reshape(-1, array.shape[-1]))
+    return {name: np.concatenate(r) for name, r in rows.items()}
+
+
+@contextlib.contextmanager
+def hooked(hf):
+    """While Hugging Face's GPT2LMHeadModel runs, each piece's rows [rows, C] appended to the yielded
+    {name: [...]}, one entry per forward (the first sequence of its batch)."""
+    seen: dict[str, list[np.ndarray]] = {}
+    hooks = []
+    for i, block in enumerate(hf.transformer.h):
+        for name, module in ((f"h.{i}.ln_1", block.ln_1), (f"h.{i}.ln_2", block.ln_2)):
+            hooks.append(module.register_forward_pre_hook(
+                lambda m, args, name=name: seen.setdefault(name, []).append(args[0][0].double().numpy())))
+        hooks.append(block.mlp.register_forward_hook(
+            lambda m, args, out, i=i: seen.setdefault(f"h.{i}.mlp", []).append(out[0].double().numpy())))
+
+    def ln_f(module, args, out):  # a forward hook returning None leaves the output as it is
+        seen.setdefault("ln_f", []).append(args[0][0].double().numpy())
+        seen.setdefault("ln_f out", []).append(out[0].double().numpy())
+
+    hooks.append(hf.transformer.ln_f.register_forward_hook(ln_f))
+    try:
+        yield seen
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def hf_stream(hf, ids: list[int]) -> dict[str, np.ndarray]:
+    """Hugging Face's pieces on the sequence `ids`, one forward: {name: [len(ids), C]}, row p at position p."""
+    import torch
+
+    with hooked(hf) as seen, torch.no_grad():
+        hf(torch.tensor([ids]))
+    return {name: rows[0] for name, rows in seen.items()}
+
+
+def row_margins(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """[rows, C] -> [rows]: each row's worst |got - want| / what the whole-model tolerance allows."""
+    return np.max(np.abs(got - want) / WHOLE_MODEL.allowed(want), axis=-1)
+
+
+def _piece(name: str) -> str:
+    """"h.0.ln_2" -> "block 0's ln_2"."""
+    block, _, module = name.rpartition(".")
+    return f"block {block.removeprefix('h.')}'s {module}" if block else name
+
+
+def order_problem(names: list[str], layers: int) -> str | None:
+    """What is wrong with the order the pieces were recorded in (their first calls), or None."""
+    expected = expected_names(layers)
+    if not names:
+        return ("where: the probes could not place it (your forward calls none of the blocks' ln_1, ln_2 and mlp "
+                "nor ln_f as modules, so the stream between them is not seen)")
+    if missing := [name for name in expected if name not in names and name != "ln_f out"]:
+        said = " and ".join(_piece(name) for name in missing[:3]) + (" (and more)" if len(missing) > 3 else "")
+        return (f"where: forward never calls {said}: each block is x + attention(ln_1(x)), then x + mlp(ln_2(x)); "
+                "ln_f once at the end")
+    order = list(dict.fromkeys(names))
+    if order != expected:
+        return (f"where: forward calls the blocks' modules in the order {', '.join(order)} (expected h.0's ln_1, "
+                f"ln_2, mlp, then h.1's, ..., ln_f once at the end)")
+    return None
+
+
+def first_difference(names: list[str], got: dict[str, np.ndarray], want: dict[str, np.ndarray], layers: int,
+                     off: Callable[[np.ndarray], str | None], *, embeddings: str, attention: Callable[[int], str],
+                     ) -> str | None:
+    """The first piece whose rows are off (`off`: each row's margin [rows] -> which rows are off, in words,
+    or None), said as the piece between two that match: the embeddings, block i's attention half
+    (`attention(i)` says what it holds), its MLP or its residual add, ln_f. None when every piece through
+    ln_f's output is right. `names` are the pieces in the order recorded (order_problem first)."""
+    if (problem := order_problem(names, layers)) is not None:
+        return problem
+    steps = [("h.0.ln_1", f"the embeddings: the stream into block 0 is not {embeddings}")]
+    for i in range(layers):
+        after = f"h.{i + 1}.ln_1" if i + 1 < layers else "ln_f"
+        steps += [(f"h.{i}.ln_2", f"block {i}'s attention half: its input matches, the stream after x + "
+                   f"attention(ln_1(x)) does not: {attention(i)}, or how forward adds it to the stream"),
+                  (f"h.{i}.mlp", f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
+                   "does not: what forward hands it (ln_2 of the stream)"),
+                  (after, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
+                   "residual add x + mlp(ln_2(x))")]
+    steps.append(("ln_f out", "ln_f: the stream at the end matches, ln_f's output does not"))
+    for name, said in steps:
+        if name in got and (which := off(row_margins(got[name], want[name]))) is not None:
+            return f"where: everything before matches Hugging Face; {said}; off on {which}"
+    return None
+
+
+def place_positions(recorded: list, hf, sequence: list[int], first: int, prompt_length: int, layers: int, *,
+                    attention: Callable[[int], str], logits: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
+    """Where a model run op by op on one sequence first differs from Hugging Face: `recorded` (recording's
+    pairs) holds positions first .. len(sequence) - 1, call after call (a prefill's rows, then a decode step's
+    one; or the decode steps alone, first = prompt_length). `logits`: the decode steps' logits [steps, V],
+    the learner's and Hugging Face's, for the head when every piece is right. One line, or none."""
+    got = stacked(recorded)
+    want = {name: rows[first:] for name, rows in hf_stream(hf, sequence).items()}
+    if any(rows.shape != want[name].shape for name, rows in got.items() if name in want):
+        return []  # recorded otherwise than one row a position (a batch, a padded cache): not placed
+
+    def said(positions: np.ndarray) -> str:
+        steps = [f"decode step {p - prompt_length + 1} (position {p})" for p in positions if p >= prompt_length]
+        prompt = [p for p in positions if p < prompt_length]
+        parts = ([f"the prompt's positions {', '.join(map(str, prompt[:6]))}{', ...' if len(prompt) > 6 else ''}"]
+                 if prompt else []) + steps[:4] + (["..."] if len(steps) > 4 else [])
+        return ", ".join(parts)
+
+    def off(margins: np.ndarray) -> str | None:
+        bad = np.flatnonzero(margins > 1)
+        return None if not len(bad) else said(first + bad)
+
+    line = first_difference([name for name, _ in recorded], got, want, layers, off, attention=attention,
+                            embeddings="wte(token) + wpe's row at the token's position (P + t after P cached)")
+    if line is not None:
+        return [line]
+    if logits is not None and (bad := np.flatnonzero(row_margins(*logits) > 1)).size:
+        return ["where: the whole stream and ln_f's output match Hugging Face; the head does not: the logits are "
+                f"ln_f's output @ wte.weight.T (tied); off on {said(prompt_length + bad)}"]
+    return []

@@ -1,0 +1,147 @@
+"""Step 17: the check on the solution and the skeleton; the kernel judge against the outputs and caches each
+catalogued mistake leaves (the Mojo edits themselves are injected in tests/test_catalogue.py); the numpy
+online softmax equal to attention however it cuts the keys."""
+
+import numpy as np
+import pytest
+
+from checker.reporting.compare import compare
+from checker.reporting.report import FAIL, PASS, SKIP, TODO
+from checker.running.mojo import REPEATS
+from checker.steps.step17 import check as step17
+from checker.steps.step17 import kernel as step17_kernel
+from checker.steps.step17.mistakes import CATALOGUE, CUT, SPLITS_WITHOUT_MAXIMA, output
+from checker.steps.step17.reference import KERNEL, attention, expected, kernel_cases, online, written
+from runtime.paths import REPO
+from tests.conftest import (
+    STANDINS,
+    add_kernel,
+    assert_passes_with_margin,
+    mutate,
+    solution_source,
+    write_kernel_step,
+)
+
+
+def _results(outputs: dict[str, tuple]) -> dict[str, np.ndarray]:
+    """What run_kernel returns for a kernel that computed `outputs` ({name: (output, k_cache, v_cache)}) every
+    run: {name: [R, B, H, T, D], name#3 / name#4: the caches after each run}."""
+    results = {}
+    for name, (out, kc, vc) in outputs.items():
+        for key, array in ((name, out), (f"{name}#3", kc), (f"{name}#4", vc)):
+            results[key] = np.stack([np.asarray(array, np.float32)] * REPEATS)
+    return results
+
+
+def _said(part) -> str:
+    return "\n".join([part.summary, *part.details])
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("standin", STANDINS)
+def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin):
+    path = step_folder / "step_17.py"
+    path.write_text(solution_source("17"))
+    add_kernel(path, "17")
+    report = step17.check(path, checkpoints[standin])
+    assert_passes_with_margin(report, "17", standin, record_property)
+    assert "step 13" in report.part("timing").summary, report.render()
+
+
+@pytest.mark.heavy
+def test_skeleton_kernel_behind_a_finished_python_is_todo_with_mojos_words(checkpoints, step_folder):
+    mojo = (REPO / "steps" / "step_17_kernel" / "flash.mojo").read_text()
+    report = step17.check(write_kernel_step(step_folder, mojo, "17"), checkpoints["synthetic"])
+    kernel = report.part("kernel")
+    assert kernel.status == TODO, report.render()
+    assert "raised: step 17: not implemented yet" in kernel.summary, kernel.summary
+    assert report.part("model").status == SKIP, report.render()
+
+
+@pytest.mark.heavy
+def test_a_model_off_outside_the_kernel_is_placed_at_its_piece_and_step(checkpoints, step_folder):
+    """GPT2Flash's positions without the cached ones: the prompt is right, each decode step's embeddings are not,
+    and the report says so, piece and decode step, before anything is compiled."""
+    path = step_folder / "step_17.py"
+    path.write_text(mutate(solution_source("17"), ", device=input_ids.device) + past", ", device=input_ids.device)"))
+    add_kernel(path, "17")
+    report = step17.check(path, checkpoints["synthetic"])
+    model, text = report.part("model"), report.render()
+    assert report.part("kernel").status == PASS and model.status == FAIL, text
+    assert "run op by op" in model.summary, text
+    assert ("where: everything before matches Hugging Face; the embeddings: the stream into block 0 is not "
+            "wte(token) + wpe's row at the token's position") in text, text
+    assert "off on decode step 1 (position 9), decode step 2 (position 10)" in text, text
+
+
+def test_the_skeleton_python_is_todo(checkpoint):
+    report = step17.check(REPO / "steps" / "step_17.py", checkpoint)
+    assert not report.ok and any(p.status == TODO for p in report.parts), report.render()
+
+
+def test_the_right_outputs_pass_and_each_mistake_is_named_from_its_outputs():
+    """The judge on what a kernel computes: the right outputs and caches pass with the margin the solution
+    keeps; each catalogued mistake's are named as it, however the kernel cuts the keys for CUT's."""
+    inputs = step17_kernel.arrays()
+    right = step17_kernel.judge(inputs, _results({name: expected(*a) for name, a in inputs.items()}))
+    assert right.status == PASS and right.margin < 0.01, right
+    for mistake in CATALOGUE:
+        for tile, splits in ((64, 2), (16, 3)) if mistake in CUT else ((64, 2),):
+            tile = 1 if mistake is SPLITS_WITHOUT_MAXIMA else tile  # its parts' softmax exact: the tile is moot
+            results = _results({name: output(mistake, a, tile, splits) for name, a in inputs.items()})
+            part = step17_kernel.judge(inputs, results)
+            assert part.status == FAIL and part.mistake is mistake, (mistake.id, tile, splits, _said(part))
+
+
+def test_float32_rounding_passes_and_a_hundredth_fails():
+    """The tolerance: the online softmax in float32 (the solution's arithmetic) passes with a tenth of what
+    it allows; the right output off by a hundredth of its scale on one query fails, said as that case."""
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        kc, vc = written(k, v, kc, vc, int(past[0]))
+        computed[name] = (online(q, kc, vc, int(past[0]), 64, 2 if q.shape[2] == 1 else 1), kc, vc)
+    part = step17_kernel.judge(inputs, _results(computed))
+    assert part.status == PASS and part.margin < 0.1, part
+    name = kernel_cases()[1][0]
+    output = computed[name][0].copy()
+    output[1, 2, 3] += 0.01 * np.abs(output).max()
+    computed[name] = (output, *computed[name][1:])
+    part = step17_kernel.judge(inputs, _results(computed))
+    assert part.status == FAIL and part.mistake is None and "off on 1 of" in part.summary, _said(part)
+    assert name in " ".join(part.details), _said(part)
+
+
+def test_a_race_a_stray_write_and_nan_are_each_said():
+    inputs = step17_kernel.arrays()
+    right = {name: expected(*a) for name, a in inputs.items()}
+    name = kernel_cases()[4][0]
+
+    raced = _results(right)
+    raced[name][1] += 1e-3  # the second of three runs differs
+    part = step17_kernel.judge(inputs, raced)
+    assert part.status == FAIL and f"different outputs in {REPEATS} runs" in part.summary, _said(part)
+
+    stray = _results(right)
+    stray[f"{name}#4"][:, 0, 0, 5] = 7.0  # a cached position of v_cache written over
+    part = step17_kernel.judge(inputs, stray)
+    said = _said(part)
+    assert part.status == FAIL and "v_cache differs at positions 5" in said and "a write outside them" in said, said
+
+    nan = _results(right)
+    nan[name][:, 0, 0, 0, :] = np.nan
+    part = step17_kernel.judge(inputs, nan)
+    assert part.status == FAIL and "NaN in the output" in _said(part), _said(part)
+
+
+@pytest.mark.parametrize("tile", [1, 7, 64, 1000])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_the_online_softmax_is_attention_however_the_keys_are_cut(tile, splits):
+    """The reference the mistakes are built on: done right, it is attention in float32's rounding, for a
+    tile larger than the keys, a tile that divides nothing, and keys split in parts."""
+    for name, (q, k, v, kc, vc, past) in step17_kernel.arrays().items():
+        P = int(past[0])
+        kc, vc = written(k, v, kc, vc, P)
+        got = online(q, kc, vc, P, tile, splits).astype(np.float64)
+        verdict = compare(got, attention(q, kc, vc, P), axes=step17_kernel.AXES, mistakes=[], tol=KERNEL)
+        assert verdict.ok and verdict.margin < 0.1, (name, verdict.summary)
