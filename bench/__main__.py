@@ -9,6 +9,8 @@
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
     python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
+    python -m bench --context        every decoder's tokens/s against the context length, drawn as a PNG
+                                     (bench/flash.py; --figure PATH, default .cache/decode-by-context.png)
 
 In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
   MAX           the course's step 13 solution: GPT2WithCache around solution 11's loaded model, one
@@ -45,6 +47,7 @@ import numpy as np
 import runtime
 from bench import kv_cache, serve
 from bench.checks import main as checks
+from bench.flash import CONTEXTS, by_context, fast_split, flash_runs, plot
 from bench.llama import convert, decoder, missing
 from bench.matvec import int8_split, time_matvecs
 from runtime.bandwidth import int8_bytes_per_token, read_bandwidth, settled, weight_bytes_per_token
@@ -69,7 +72,8 @@ class Plan:
 
 FULL = Plan(prefill=((1, 128), (1, 512), (8, 128), (8, 512)), decode_prompt=128, decode_steps=64, repeats=5)
 TINY = Plan(prefill=((1, 16), (2, 32)), decode_prompt=8, decode_steps=16, repeats=2)
-TINY_CONFIG = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64, initializer_range=0.2,
+# head_dim 64, as every GPT-2's: step 17's kernel is written for it
+TINY_CONFIG = dict(n_layer=2, n_embd=128, n_head=2, vocab_size=512, n_positions=64, initializer_range=0.2,
                    bos_token_id=511, eos_token_id=511)
 
 
@@ -174,6 +178,23 @@ def _hf_greedy(hf, ids: np.ndarray, steps: int) -> tuple[np.ndarray, float]:
     return torch.cat(new, dim=1).numpy(), time.perf_counter() - started
 
 
+def decoders(folder: Path, config, hf, run, model, llama_source: Path | None) -> tuple[dict, dict]:
+    """Every greedy decoder the bench compares, each (prompt ids [1, T], steps) -> (ids [1, steps + 1],
+    seconds of the decode steps): transformers, step 13's graph, step 15's kernel, step 16's int8, step 17's
+    FlashAttention in float32 and with int8 products, and llama.cpp's where it can be measured; and what is
+    known of llama.cpp (why it was not measured)."""
+    found = dict(ours=lambda prompt, steps: kv_cache.greedy(run, config, prompt, steps),
+                 theirs=lambda prompt, steps: _hf_greedy(hf, prompt, steps))
+    kernel, int8 = _kernel_run(model, config, run), _int8_run(folder, config)
+    found.update(kernel=lambda prompt, steps: kv_cache.greedy(kernel, config, prompt, steps),
+                 int8=lambda prompt, steps: kv_cache.greedy(int8, config, prompt, steps),
+                 **flash_runs(folder, config))
+    llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
+    if llama["reason"] is None:
+        found["llama_cpp"] = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
+    return found, llama
+
+
 def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) -> dict:
     """Every figure of the bench for the checkpoint in `folder`, whose config.json is `config`; with
     `llama_source` (a llama.cpp source tree), llama.cpp's Q8_0 decode too (bench/llama.py)."""
@@ -193,28 +214,20 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
         print(f"prefill batch {batch} x {tokens} tokens: MAX {1e3 * ours:.0f} ms, transformers {1e3 * theirs:.0f} ms",
               file=sys.stderr, flush=True)
     prompt = rng.integers(0, config.vocab_size, (1, plan.decode_prompt), dtype=np.int64)
-    kernel = _kernel_run(model, config, run)
-    int8 = _int8_run(folder, config)
-    # The four decodes and the bandwidth interleaved, one of each per round, so a change in the
-    # machine's load (it may be shared) falls on all of them; each waits until the threads of the one
-    # before are quiet (MAX's spin about half a second after a call: timed at once, transformers lost a
-    # third of its speed).
-    decoders = dict(ours=lambda: kv_cache.greedy(run, config, prompt, plan.decode_steps),
-                    theirs=lambda: _hf_greedy(hf, prompt, plan.decode_steps),
-                    kernel=lambda: kv_cache.greedy(kernel, config, prompt, plan.decode_steps),
-                    int8=lambda: kv_cache.greedy(int8, config, prompt, plan.decode_steps))
-    llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
-    if llama["reason"] is None:
-        llama_run = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
-        decoders["llama_cpp"] = lambda: llama_run(prompt, plan.decode_steps)
-    rounds = [{name: (settled(), decode())[1] for name, decode in decoders.items()}
+    # The decodes and the bandwidth interleaved, one of each per round, so a change in the machine's load
+    # (it may be shared) falls on all of them; each waits until the threads of the one before are quiet
+    # (MAX's spin about half a second after a call: timed at once, transformers lost a third of its speed).
+    found, llama = decoders(folder, config, hf, run, model, llama_source)
+    decoders_now = {name: (lambda decode=decode: decode(prompt, plan.decode_steps)) for name, decode in found.items()}
+    rounds = [{name: (settled(), decode())[1] for name, decode in decoders_now.items()}
               | dict(bandwidth=(settled(), read_bandwidth())[1]) for _ in range(plan.repeats + 1)][1:]
     bandwidth = statistics.median(r["bandwidth"] for r in rounds)
-    tps = {name: plan.decode_steps / statistics.median(r[name][1] for r in rounds) for name in decoders}
+    tps = {name: plan.decode_steps / statistics.median(r[name][1] for r in rounds) for name in decoders_now}
     ours_tps, theirs_tps, kernel_tps, int8_tps = (tps[name] for name in ("ours", "theirs", "kernel", "int8"))
+    flash_tps, fast_tps = tps["flash"], tps["fast"]
     if "llama_cpp" in tps:
         llama.update(tokens_per_s=tps["llama_cpp"], speedup=tps["llama_cpp"] / theirs_tps,
-                     int8_over_llama_cpp=int8_tps / tps["llama_cpp"])
+                     int8_over_llama_cpp=int8_tps / tps["llama_cpp"], fast_over_llama_cpp=fast_tps / tps["llama_cpp"])
 
     def generate(model):
         return model.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
@@ -223,7 +236,8 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
 
     generated = generate(hf)
     generated_int8 = generate(dequantize_hf(_hf(folder)))  # transformers on the same dequantised weights
-    ours_ids, theirs_ids, kernel_ids, int8_ids = (rounds[0][name][0] for name in ("ours", "theirs", "kernel", "int8"))
+    ours_ids, theirs_ids, kernel_ids, int8_ids, flash_ids, fast_ids = (
+        rounds[0][name][0] for name in ("ours", "theirs", "kernel", "int8", "flash", "fast"))
     weight_bytes, int8_bytes = weight_bytes_per_token(config), int8_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
@@ -234,7 +248,11 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
                     kernel_same_tokens=bool(np.array_equal(kernel_ids, generated)),
                     int8_tokens_per_s=int8_tps, int8_speedup=int8_tps / theirs_tps,
                     int8_over_kernel=int8_tps / kernel_tps,
-                    int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8))),
+                    int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8)),
+                    flash_tokens_per_s=flash_tps, flash_speedup=flash_tps / theirs_tps,
+                    flash_same_tokens=bool(np.array_equal(flash_ids, generated)),
+                    fast_tokens_per_s=fast_tps, fast_speedup=fast_tps / theirs_tps, fast_over_int8=fast_tps / int8_tps,
+                    fast_same_tokens=bool(np.array_equal(fast_ids, generated_int8))),
         llama_cpp=llama,
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
@@ -277,7 +295,9 @@ def llama_line(llama: dict, decode: dict) -> str:
         return f"llama.cpp Q8_0: not measured: {llama.get('reason', 'not asked for')}."
     return (f"llama.cpp Q8_0 (the same checkpoint, converted by its convert_hf_to_gguf.py): "
             f"{llama['tokens_per_s']:.1f} tokens/s, {llama['speedup']:.2f}x transformers; step 16's int8 decode "
-            f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s).")
+            f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s); step 17's "
+            f"with int8 products (gpt2 --fast) {llama['fast_over_llama_cpp']:.2f}x ({decode['fast_tokens_per_s']:.1f} "
+            "tokens/s).")
 
 
 def report(result: dict) -> str:
@@ -299,6 +319,12 @@ def report(result: dict) -> str:
     lines.append(f"| greedy decode on int8 weights, step 16's kernel | 1 | {d['prompt']} + {d['steps']} | "
                  f"{d['int8_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
                  f"{d['int8_speedup']:.2f}x |")
+    lines.append(f"| greedy decode, step 17's FlashAttention | 1 | {d['prompt']} + {d['steps']} | "
+                 f"{d['flash_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
+                 f"{d['flash_speedup']:.2f}x |")
+    lines.append(f"| greedy decode, step 17's FlashAttention + int8 (gpt2 --fast) | 1 | {d['prompt']} + {d['steps']} | "
+                 f"{d['fast_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
+                 f"{d['fast_speedup']:.2f}x |")
     same = result["tokens"]["identical"]
     lines += ["", f"Greedy tokens, MAX with its KV cache vs transformers (its decode loop and generate()): "
                   f"{'identical' if same else 'DIFFERENT'} ({len(result['tokens']['max_kv_cache'])} tokens).",
@@ -312,6 +338,9 @@ def report(result: dict) -> str:
               f"{100 * mem['int8_fraction_of_limit']:.0f}% of the bandwidth; {d['int8_over_kernel']:.2f}x step 15's "
               f"float32 kernel ({'same' if d['int8_same_tokens'] else 'OTHER'} tokens as transformers' generate on "
               "the same dequantised weights).",
+              f"Step 17: FlashAttention decodes the {'same' if d['flash_same_tokens'] else 'OTHER'} tokens as "
+              f"transformers' generate; with int8 products {d['fast_over_int8']:.2f}x step 16's int8 decode "
+              f"({'same' if d['fast_same_tokens'] else 'OTHER'} tokens as transformers on the dequantised weights).",
               llama_line(result.get("llama_cpp", {}), d),
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
@@ -339,7 +368,43 @@ def report(result: dict) -> str:
                   f"{s['step_ms'] - s['products_ms']:.2f} |"]
         lines.append(f"Reading {mb:.0f} MB at the measured {mem['read_bandwidth_gb_s']:.1f} GB/s takes "
                      f"{mb / mem['read_bandwidth_gb_s']:.1f} ms.")
+    if "fast_split" in result:
+        f = result["fast_split"]
+        lines += ["", f"| a gpt2 --fast decode step at {f['past']} cached positions (solution 17 + int8) | ms |",
+                  "| --- | --- |", f"| the step | {f['step_ms']:.2f} |",
+                  f"| its 49 int8 products alone, in one graph | {f['products_ms']:.2f} |",
+                  f"| its 12 attentions alone (solution 17's kernel) | {f['attention_ms']:.2f} |",
+                  f"| its 25 layer norms, 12 GELUs, 24 adds alone | {f['small_ms']:.2f} |",
+                  f"| the rest: embeddings, the heads' reshapes, the calls between ops | {f['rest_ms']:.2f} |"]
     return "\n".join(lines)
+
+
+def context_report(rates: dict[str, list[float]], contexts, m: dict) -> str:
+    """The --context table: tokens/s of each decoder after each context length, and the ratios to llama.cpp."""
+    lines = [f"{m['processor']} ({', '.join(m['vector_extensions'])}), {m['cpus']} CPUs",
+             "", "| decoder | " + " | ".join(f"P = {c}" for c in contexts) + " |",
+             "| --- |" + " --- |" * len(contexts)]
+    lines += [f"| {name} | " + " | ".join(f"{v:.1f}" for v in values) + " |" for name, values in rates.items()]
+    if (llama := rates.get(LABELS["llama_cpp"])) is not None:
+        fast = rates[LABELS["fast"]]
+        lines.append("\ngpt2 --fast / llama.cpp: " + ", ".join(f"{a / b:.2f}x at P = {c}"
+                                                                for a, b, c in zip(fast, llama, contexts)))
+    return "\n".join(lines)
+
+
+LABELS = dict(theirs="transformers", ours="step 13 (KV cache)", kernel="step 15 (Mojo matvec)", int8="step 16 (int8)",
+              flash="step 17 (FlashAttention)", fast="step 17 + int8 (gpt2 --fast)", llama_cpp="llama.cpp Q8_0")
+
+
+def context(folder: Path, config, llama_source: Path | None, figure: Path, machine_info: dict) -> dict:
+    """--context: every decoder's tokens/s after each context length (bench.flash.CONTEXTS), drawn as a PNG."""
+    hf, run, model = _models(folder, config)
+    found, llama = decoders(folder, config, hf, run, model, llama_source)
+    rates = by_context({LABELS[name]: decode for name, decode in found.items()}, config.vocab_size)
+    m = machine_info
+    plot(rates, figure, f"GPT-2 small decode on {m['processor']}, {m['cpus']} CPUs "
+                        f"({', '.join(m['vector_extensions'])}): 16 greedy steps after each context, best of 2")
+    return dict(contexts=list(CONTEXTS), tokens_per_s=rates, llama_cpp=llama, figure=str(figure))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="max serve at 1/4/16 streams against transformers")
     parser.add_argument("--repeats", type=int, default=None, help="runs per figure after the warm-up")
     parser.add_argument("--json", type=Path, default=None, help="where to write the figures (default .cache/)")
+    parser.add_argument("--context", action="store_true", help="decode tokens/s against the context length, every "
+                        "decoder, drawn as a PNG (--figure)")
+    parser.add_argument("--figure", type=Path, default=CACHE / "decode-by-context.png", help="where --context draws")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
                         help="also llama.cpp's Q8_0 decode (llama-cpp-python installed; SOURCE: a llama.cpp tree)")
     args = parser.parse_args(argv)
@@ -378,19 +446,31 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             folder, model = checkpoint.path, checkpoint.describe()
         config = learner_config(json.loads((folder / "config.json").read_text()))
+        if args.context:
+            info = machine()
+            result = dict(model=model, machine=info, **context(folder, config, args.llama_cpp, args.figure, info))
+            print(context_report(result["tokens_per_s"], CONTEXTS, info))
+            if "reason" in result["llama_cpp"] and result["llama_cpp"]["reason"]:
+                print(f"llama.cpp Q8_0: not measured: {result['llama_cpp']['reason']}.")
+            path = args.json or CACHE / "bench-context.json"
+            path.write_text(json.dumps(result, indent=1))
+            print(f"\nFigure drawn in {shown(args.figure)}; figures written to {shown(path)}")
+            return 0
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
                       **measure(folder, config, plan, args.llama_cpp))
         if args.profile:
 
             result["matvecs"] = time_matvecs(config)
             result["int8_split"] = int8_split(_int8_model(folder, config), config)
+            result["fast_split"] = fast_split(folder, config)
     print(report(result))
     path = args.json or CACHE / "bench.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     print(f"\nFigures written to {shown(path)}")
     decode = result["decode"]
-    return 0 if result["tokens"]["identical"] and decode["kernel_same_tokens"] and decode["int8_same_tokens"] else 1
+    same = ("kernel_same_tokens", "int8_same_tokens", "flash_same_tokens", "fast_same_tokens")
+    return 0 if result["tokens"]["identical"] and all(decode[key] for key in same) else 1
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ import extensibility
 from extensibility import InputTensor, OutputTensor
 from max.gpu.host import DeviceContext
 from max.algorithm import sync_parallelize
+from std.sys import simd_width_of
 
-comptime WIDTH = 16  # floats per SIMD operation: 512 bits
+comptime WIDTH = simd_width_of[DType.float32]()  # floats per SIMD operation: 16 with AVX-512, 8 with AVX2
 comptime ROWS = 4  # rows of w per pass: four sums share each load of x
 comptime TASKS = 8  # bands of w's rows, run on the CPU's threads
 

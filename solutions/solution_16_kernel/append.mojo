@@ -9,8 +9,9 @@ import extensibility
 from extensibility import InputTensor, OutputTensor
 from max.gpu.host import DeviceContext
 from max.algorithm import sync_parallelize
+from std.sys import simd_width_of
 
-comptime WIDTH = 16  # floats per SIMD copy
+comptime WIDTH = simd_width_of[DType.float32]()  # floats per SIMD copy, as wide as this CPU's vectors
 
 
 @extensibility.register("gpt2_append")

@@ -14,6 +14,8 @@ Facts you cannot guess (MAX 26.7 and its Mojo):
   into a SIMD[DType.float32, W] (one vector operation); `p[unsafe_offset=i]` reads or writes one.
   `v.reduce_add()` sums a vector's W lanes. Nothing checks an index: a wrong one reads garbage,
   or crashes (the check runs your kernel in a process of its own).
+- `from std.sys import simd_width_of`: `simd_width_of[DType.float32]()` is this CPU's vector width
+  in floats (16 with AVX-512, 8 with AVX2), known when Mojo compiles: a good W.
 - `sync_parallelize(band, tasks)` calls band(0) .. band(tasks - 1) on the CPU's threads and
   returns when all have finished; a nested `def band(task: Int) {imm}:` may read the variables
   around it.

@@ -28,6 +28,14 @@ HINTS: dict[str, list[str]] = {
                  "Tensor/#max.experimental.tensor.Tensor.from_dlpack) makes past, [1] int64, of a numpy array.",
                  "caches = empty_flash_cache(config, 1); past = 0; each call: logits = model(ids, past, *caches); "
                  "past += the ids' length; pick, yield, stop at eos; ids = [[token]]."],
+    "int8": ["Optional, once step 16 passes: GPT2FlashQ8 is GPT2Flash for decode with step 16's int8 products: "
+             "every Linear a QuantizedLinear, and the tied head through matvec_q8.",
+             "Import step 16 inside GPT2FlashQ8.__init__ and head, not at the file's top: the float32 path (and the "
+             "check's earlier steps) must not need it. Make forward end with self.head(...), so that only the head "
+             "changes.",
+             "super().__init__(model); swap each Linear of self.transformer and its descendants for "
+             "QuantizedLinear(linear), as step 16's GPT2Quantized does; head_q, head_scales = quantized(wte.weight); "
+             "head(last) = matvec_q8(last, head_q, head_scales)."],
     "timing": ["A report of speed, never a failure: what your kernel costs against step 13's attention.",
                f"At decode a layer reads its keys and values once: bandwidth is the limit (step 15's page; "
                f"{api('F.softmax')} for the attention it replaces).",
@@ -36,4 +44,4 @@ HINTS: dict[str, list[str]] = {
 }
 
 SOURCES: dict[str, str] = {"kernel": "flash_attention", "model": "GPT2Flash.forward", "generate": "generate_flash",
-                           "timing": "GPT2Flash.forward"}
+                           "int8": "GPT2FlashQ8", "timing": "GPT2Flash.forward"}
