@@ -163,7 +163,7 @@ def mojo_compile_error(text: str) -> str:
     if not errors:
         meaningful = [line for line in lines if line.strip() and "Crashpad" not in line]
         return meaningful[-1] if meaningful else text.strip()
-    more = f"\n    (and {len(errors) - 3} more errors)" if len(errors) > 3 else ""
+    more = f"\n    (and {len(errors) - 3} more error{'s' * (len(errors) > 4)})" if len(errors) > 3 else ""
     return "your Mojo does not compile: " + "\n".join(errors[:3]) + more
 
 

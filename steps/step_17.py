@@ -15,7 +15,8 @@ D = head_dim:
                          k and v into the caches at positions P .. P+T-1
     empty_flash_cache  config, batch_size -> 2L caches [B, H, N, D] of zeros (keys and values, layer by
                          layer, as step 13's)
-    GPT2Flash          your step 11 model, attention through your kernel: input_ids [B, T], past [1] int64,
+    GPT2Flash          your step 11 model run as step 13's forward runs it, attention through your kernel:
+                         input_ids [B, T], past [1] int64,
                          *cache -> logits [B, V] (the last position's); prefill and decode alike
     generate_flash     step 13's generate_with_cache for GPT2Flash: the prompt once, then one position a
                          call, past counting the positions the caches hold
@@ -90,7 +91,9 @@ class GPT2FlashQ8(GPT2Flash):
 
     def __init__(self, model: GPT2LMHeadModel):
         # TODO: GPT2Flash's, then step 16's GPT2Quantized's: every Linear a QuantizedLinear, the tied head's
-        #   weight quantised. Import step 16 here, inside: the float32 path must not need it.
+        #   weight quantised. Import step 16 here, inside: the float32 path must not need it. The Linears
+        #   are swapped in the model you are handed: the check (and gpt2 --fast) hands GPT2Flash and
+        #   GPT2FlashQ8 a model each.
         raise NotImplementedError("step 17: GPT2FlashQ8 (optional: once step 16 passes)")
 
     def head(self, last: Tensor) -> Tensor:

@@ -188,15 +188,40 @@ def checkpoint(checkpoints):
     return checkpoints["synthetic"]
 
 
+_held_folder = None  # the open lock file of this worker's step folder, held for the session
+
+
+def _worker_folder(tmp_path_factory) -> Path:
+    """This worker's step folder: .cache/step_folders/<worker>, the same path in every session of this clone,
+    so a kernel built and compiled by one tier is found by the next (MAX keys a kernel's package, and the
+    graphs that call it, by its path). A session that finds it locked by another of this clone's sessions
+    running at once takes a folder of its own in its temporary directory."""
+    global _held_folder
+    from runtime.paths import CACHE
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    folder = CACHE / "step_folders" / worker
+    if _held_folder is None:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(folder.parent / f"{worker}.lock", "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _held_folder = (lock, folder)
+        except OSError:
+            lock.close()
+            _held_folder = (None, tmp_path_factory.getbasetemp() / "step_folder")
+    return _held_folder[1]
+
+
 @pytest.fixture
 def step_folder(tmp_path_factory) -> Path:
-    """An empty folder for a test's step files: the same folder for every test of this worker's session,
-    emptied first and its modules forgotten. MAX keys a Mojo kernel's built package, and every graph that
-    calls it, by the kernel's path: in one folder, a kernel unchanged since the test before is not built
-    and compiled again (steps 15-16)."""
+    """An empty folder for a test's step files: the same folder for every test of this worker, emptied first
+    and its modules forgotten. MAX keys a Mojo kernel's built package, and every graph that calls it, by the
+    kernel's path: in one folder, a kernel unchanged since the test before (or since the tier before) is
+    not built and compiled again (steps 15-17)."""
     from runtime.learner import package_of
 
-    folder = tmp_path_factory.getbasetemp() / "step_folder"
+    folder = _worker_folder(tmp_path_factory)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
     package = package_of(folder)

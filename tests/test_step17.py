@@ -121,6 +121,17 @@ def test_a_race_a_stray_write_and_nan_are_each_said():
     raced[name][1] += 1e-3  # the second of three runs differs
     part = step17_kernel.judge(inputs, raced)
     assert part.status == FAIL and f"different outputs in {REPEATS} runs" in part.summary, _said(part)
+    first = "has not stored yet" if kernel_cases()[4][3] > 1 else "the same place at once"
+    assert first in part.details[0], _said(part)
+    prefill = next(case[0] for case in kernel_cases() if case[3] > 1)  # a race at prefill alone: read too early
+    raced = _results(right)
+    raced[prefill][1] += 1e-3
+    part = step17_kernel.judge(inputs, raced)
+    assert part.details[0].startswith("only where T > 1 (a prefill): a task reads keys"), _said(part)
+    decode = next(case[0] for case in kernel_cases() if case[3] == 1)
+    raced[decode][1] += 1e-3
+    part = step17_kernel.judge(inputs, raced)
+    assert part.details[0].startswith("two tasks write"), _said(part)
 
     stray = _results(right)
     stray[f"{name}#4"][:, 0, 0, 5] = 7.0  # a cached position of v_cache written over
@@ -145,3 +156,27 @@ def test_the_online_softmax_is_attention_however_the_keys_are_cut(tile, splits):
         got = online(q, kc, vc, P, tile, splits).astype(np.float64)
         verdict = compare(got, attention(q, kc, vc, P), axes=step17_kernel.AXES, mistakes=[], tol=KERNEL)
         assert verdict.ok and verdict.margin < 0.1, (name, verdict.summary)
+
+
+def test_one_tensor_listed_as_every_cache_is_said(checkpoint):
+    """empty_flash_cache returning one tensor 2L times: the kernel writes in place, so the caches are one."""
+    from max.experimental.tensor import Tensor
+
+    from checker.steps.step17.model import _caches_problem
+
+    config = checkpoint.learner_config()
+    shape = (1, config.n_head, config.n_positions, config.n_embd // config.n_head)
+    one = Tensor.from_dlpack(np.zeros(shape, np.float32))
+    assert _caches_problem([one] * (2 * config.n_layer), config).startswith(
+        f"empty_flash_cache returned {2 * config.n_layer} caches but only 1 distinct tensor:")
+    assert _caches_problem([Tensor.from_dlpack(np.zeros(shape, np.float32)) for _ in range(2 * config.n_layer)],
+                           config) is None
+
+
+def test_where_greedy_ids_part_is_said_with_both_windows_alike():
+    from checker.steps.step15.decode import ids_differ
+
+    assert ids_differ([1, 2, 9, 9, 9, 9, 9], [1, 2, 3, 4, 5, 6, 7]) == (
+        "greedy ids differ from transformers' from new token 2 (counted from 0): new tokens 2..5, yours [9, 9, 9, 9], "
+        "transformers' [3, 4, 5, 6]")
+    assert ids_differ([1, 2], [1, 2, 3]).endswith("new tokens 2..2, yours [], transformers' [3]")

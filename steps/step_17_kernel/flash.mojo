@@ -27,8 +27,11 @@ Facts you cannot guess (MAX 26.7 and its Mojo), beside step 15's:
   through k_cache.unsafe_ptr() is there at the next call. Write positions P .. P+T-1 only.
 - `from std.math import exp, sqrt`; `from std.sys import simd_width_of`: `simd_width_of[DType.float32]()`
   is this CPU's vector width in floats (16 with AVX-512, 8 with AVX2), known when Mojo compiles.
-- `from std.memory import alloc`: `alloc[Float32](n)` is room for n floats, `.free()` gives it back;
-  `Array[Float32, n](fill=0)` is n floats on the stack, n known when Mojo compiles.
+- `from std.memory import alloc`: `alloc[Float32](n)` is room for n floats, `.free()` gives it back (this
+  Mojo warns that both are deprecated: they work, and the check does not show the warnings);
+  `from std.memory import stack_allocation`: `stack_allocation[n, Float32]()` is n floats on the stack,
+  freed when the function returns; `Array[Float32, n](fill=0)` too; n known when Mojo compiles.
+- Type-check in seconds, before a check: `mojo precompile steps/step_17_kernel -o /tmp/flash.mojoc`.
 - `Float32.MIN` is the most negative float32 (exp(Float32.MIN - m) is 0); `Int(t.unsafe_ptr()[unsafe_offset=0])`
   reads an int64 tensor's first value.
 - `from std.sys.info import num_logical_cores`: the CPU's threads, for how many tasks to make.

@@ -224,6 +224,14 @@ def decode_part(run: StepRun, step, used, checkpoint: Checkpoint, spec: KernelDe
     return prefill, both, thirteen.empty_cache
 
 
+def ids_differ(ids: list[int], theirs: list[int]) -> str:
+    """Where two greedy continuations part, and four new tokens of each from there, both windows alike."""
+    i = next((i for i, (a, b) in enumerate(zip(ids, theirs)) if a != b), min(len(ids), len(theirs)))
+    end = min(i + 4, max(len(ids), len(theirs)))
+    return (f"greedy ids differ from transformers' from new token {i} (counted from 0): new tokens {i}..{end - 1}, "
+            f"yours {ids[i:end]}, transformers' {theirs[i:end]}")
+
+
 class DecodeReference:
     """Hugging Face on the check's prompt: each decode step's logits for the ids a decode chose, and
     transformers' own greedy ids."""
@@ -256,9 +264,7 @@ class DecodeReference:
             return None
         problems = []
         if ids != self.theirs[:len(ids)]:
-            i = next(i for i, (a, b) in enumerate(zip(ids, self.theirs)) if a != b)
-            problems.append(f"greedy ids differ from transformers' from new token {i}: yours {ids[i:i + 4]}, "
-                            f"transformers' {self.theirs[i:i + 4]}")
+            problems.append(ids_differ(ids, self.theirs[:len(ids)]))
         if not verdict.ok:
             problems += [f"decode-step logits: {verdict.summary}", *verdict.details]
         return verdict, problems

@@ -68,9 +68,14 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
              if any(not np.array_equal(r, results[key][0], equal_nan=True)
                     for key in (name, f"{name}#3", f"{name}#4") for r in results[key][1:])]
     if raced:
+        both = ("two tasks write (or add into) the same place at once: the output of one (b, h, query), a part's "
+                "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end")
+        early = ("a task reads keys or values another task has not stored yet: a query band reads the new keys of "
+                 "the bands before it; store every new key and value first, in a pass of their own, then attend")
+        prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
+        lines = [f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else [both, f"or {early}"]
         return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
-                    ["two tasks write (or add into) the same place at once: the output of one (b, h, query), a part's "
-                     "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end"])
+                    lines)
     verdicts, caches = {}, {}
     for name, B, H, T, P, *_ in cases:
         want, kc, vc = expected(*inputs[name])

@@ -23,6 +23,7 @@ from checker.steps.step15.decode import (
     PROMPT_LENGTH,
     DecodeReference,
     counting_kernel_calls,
+    ids_differ,
     kernel_calls_problem,
 )
 from checker.steps.step16.decode import hf_with, load_dequantized
@@ -130,6 +131,11 @@ def _caches_problem(caches, config) -> str | None:
         if not isinstance(c, Tensor) or [int(d) for d in c.shape] != want:
             shape = [int(d) for d in c.shape] if isinstance(c, Tensor) else type(c).__name__
             return f"empty_flash_cache's cache {i} is {shape}, expected a float32 Tensor {want} [B, H, n_positions, D]"
+    if (distinct := len({id(c) for c in caches})) < len(caches):
+        return (f"empty_flash_cache returned {len(caches)} caches but only {distinct} distinct "
+                f"tensor{'s' * (distinct != 1)}: the kernel "
+                "writes into each in place, so a tensor listed twice is one cache shared (a block's values over "
+                "its keys, one block's over another's); make a new tensor for each")
     return None
 
 
@@ -146,9 +152,7 @@ def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint) -> Part:
     except LearnerError as e:
         return run.add(Part.from_error("generate", e))
     if ids != theirs:
-        i = next((i for i, (a, b) in enumerate(zip(ids, theirs)) if a != b), min(len(ids), len(theirs)))
-        return run.add(Part("generate", FAIL, f"generate_flash's greedy ids differ from transformers' from new token "
-                            f"{i}: yours {ids[i:i + 4]}, transformers' {theirs[i:i + 4]} (your GPT2Flash passed: "
+        return run.add(Part("generate", FAIL, f"generate_flash's {ids_differ(ids, theirs)} (your GPT2Flash passed: "
                             "look at what each call is handed, past above all)"))
     want = theirs[:theirs.index(eos) + 1]
     if stopped != want:
