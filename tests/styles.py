@@ -204,4 +204,26 @@ STYLES: dict[str, dict[str, tuple]] = {
             "            block.mlp.c_fc, block.mlp.c_proj = "
             "QuantizedLinear(block.mlp.c_fc), QuantizedLinear(block.mlp.c_proj)\n"),
     },
+    "17": {
+        "the caches appended layer by layer, a key cache then a value cache": (
+            "    return [Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)) for _ in range(2 * config.n_layer)]",
+            "    caches = []\n"
+            "    for _ in range(config.n_layer):\n"
+            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)))  # keys\n"
+            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)))  # values\n"
+            "    return caches"),
+        "the heads split by reshape and transpose written out": (
+            "            q, k, v = (attn._split_heads(u, attn.num_heads, attn.head_dim) for u in (q, k, v))",
+            "            q, k, v = (u.reshape([*u.shape[:-1], attn.num_heads, attn.head_dim]).transpose(1, 2)\n"
+            "                       for u in (q, k, v))"),
+        "generate_flash with the prompt's length kept apart and past counted from it": (
+            "    ids, past = np.array([input_ids], dtype=np.int64), 0\n"
+            "    for _ in range(max_new_tokens):\n"
+            "        logits = model(Tensor.from_dlpack(ids), Tensor.from_dlpack(np.array([past], np.int64)), *cache)\n"
+            "        past += ids.shape[1]\n",
+            "    ids = np.array([input_ids], dtype=np.int64)\n"
+            "    for step in range(max_new_tokens):\n"
+            "        past = 0 if step == 0 else len(input_ids) + step - 1  # the prompt, then one token a step\n"
+            "        logits = model(Tensor.from_dlpack(ids), Tensor.from_dlpack(np.array([past], np.int64)), *cache)\n"),
+    },
 }

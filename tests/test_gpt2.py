@@ -37,21 +37,14 @@ def test_unfinished_steps_say_what_to_do(checkpoint):
 
 
 @pytest.mark.heavy
-def test_solutions_write_on_int8_weights(checkpoint):
-    """--int8 with the solutions: the text also comes from step 16's decode, with its speed against the cache
-    alone and how many of its tokens equal float32's."""
-    done = _gpt2("The cat sat on the mat because", "--solutions", "--max-new-tokens", "12", "--int8")
+def test_solutions_write_on_int8_weights_and_fast_with_flash_attention(checkpoint):
+    """--int8 --fast with the solutions (one run: the checks and compiles they share, once): the text also
+    comes from step 16's decode, with its speed against the cache alone and how many of its tokens equal
+    float32's; and from step 17's FlashAttention, each decode step on step 16's int8 products."""
+    done = _gpt2("The cat sat on the mat because", "--solutions", "--max-new-tokens", "12", "--int8", "--fast")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Your step 16 passes: the last text comes from your int8 weights" in done.stdout
     assert "tokens/s on int8 weights:" in done.stdout and "the same tokens as float32 for the first" in done.stdout
-
-
-@pytest.mark.heavy
-def test_solutions_write_fast_with_flash_attention_on_int8_weights(checkpoint):
-    """--fast with the solutions: the text also comes from step 17's FlashAttention, each decode step on step
-    16's int8 products, with its speed against the cache alone."""
-    done = _gpt2("The cat sat on the mat because", "--solutions", "--max-new-tokens", "12", "--fast")
-    assert done.returncode == 0, done.stdout + done.stderr
     assert "Your step 17 passes: --fast decodes with your FlashAttention and your int8 products" in done.stdout
     assert "fast: The cat sat on the mat because" in done.stdout
     assert "tokens/s with your FlashAttention and your int8 products (GPT2FlashQ8): " in done.stdout

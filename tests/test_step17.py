@@ -10,7 +10,7 @@ from checker.reporting.report import FAIL, PASS, SKIP, TODO
 from checker.running.mojo import REPEATS
 from checker.steps.step17 import check as step17
 from checker.steps.step17 import kernel as step17_kernel
-from checker.steps.step17.mistakes import CATALOGUE, CUT, SPLITS_WITHOUT_MAXIMA, output
+from checker.steps.step17.mistakes import CATALOGUE, CUT, NO_RESCALE, SPLITS_WITHOUT_MAXIMA, output
 from checker.steps.step17.reference import KERNEL, attention, expected, kernel_cases, online, written
 from runtime.paths import REPO
 from tests.conftest import (
@@ -91,6 +91,23 @@ def test_the_right_outputs_pass_and_each_mistake_is_named_from_its_outputs():
             results = _results({name: output(mistake, a, tile, splits) for name, a in inputs.items()})
             part = step17_kernel.judge(inputs, results)
             assert part.status == FAIL and part.mistake is mistake, (mistake.id, tile, splits, _said(part))
+
+
+@pytest.mark.parametrize("mistake", [SPLITS_WITHOUT_MAXIMA, NO_RESCALE], ids=lambda m: m.id)
+def test_a_mistake_is_named_when_the_kernel_splits_to_fill_the_cores(mistake):
+    """The solution's kernel splits a decode head's keys to fill the cores: ceil(cores / (B x H)) parts, at
+    most one a tile of 64, so on 2 cores a head alone is split in two and GPT-2's twelve heads are not. A
+    mistake computed that way (here, not by the catalogue's own cutting) is named."""
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        P, (B, H, T, _) = int(past[0]), q.shape
+        parts = 1 if T > 1 else max(1, min(-(-2 // (B * H)), -(-(P + 1) // 64)))
+        kc, vc = written(k, v, kc, vc, P)
+        flags = dict(maxima=False) if mistake is SPLITS_WITHOUT_MAXIMA else dict(rescale=False)
+        computed[name] = (online(q, kc, vc, P, 64, parts, **flags), kc, vc)
+    part = step17_kernel.judge(inputs, _results(computed))
+    assert part.status == FAIL and part.mistake is mistake, _said(part)
 
 
 def test_float32_rounding_passes_and_a_hundredth_fails():

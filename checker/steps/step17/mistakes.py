@@ -10,6 +10,7 @@ of cutting explains every case.
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,6 +22,13 @@ TILES = (1, 8, 16, 32, 64, 128)  # keys a tile: a wrong online softmax depends o
 # parts a decode head's keys are split into (1: not split): a few counts, and this machine's cores, which a
 # kernel splitting by num_logical_cores() uses
 SPLITS = tuple(sorted({1, 2, 3, 4, 8, os.cpu_count() or 1}))
+
+
+class Fill(NamedTuple):
+    """A decode head's keys cut into as many parts as fill `threads` with the heads of the batch, at most one
+    part a tile: ceil(threads / (B x H)), as a kernel splitting by num_logical_cores() cuts them (then the
+    heads alone fill the threads of a whole GPT-2 layer, and only a batch of few heads is split)."""
+    threads: int
 
 
 def _written(compute):
@@ -104,16 +112,27 @@ BY_CACHES = [CACHE_NOT_WRITTEN, CACHE_SWAPPED]
 CATALOGUE = [*WHOLE, *CUT]
 
 
-def cuts(mistake: Mistake) -> list[tuple[int, int]]:
-    """The ways of cutting the keys (tile, splits) that may change what `mistake` computes."""
+def cuts(mistake: Mistake) -> list[tuple[int, int | Fill]]:
+    """The ways of cutting the keys (tile, splits) that may change what `mistake` computes: a split count
+    for every decode case alike, or one that fills the threads (Fill)."""
     if mistake not in CUT:
         return [(TILES[0], 1)]
-    return [(tile, splits) for tile in (TILES[:1] if mistake is SPLITS_WITHOUT_MAXIMA else TILES)
-            for splits in SPLITS]
+    return [(tile, splits) for tile in TILES
+            for splits in (*SPLITS, *(Fill(n) for n in SPLITS if n > 1))]
 
 
-def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int):
+def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int | Fill):
     """What `mistake` computes on one case's arrays, its keys cut in tiles of `tile` and (at decode, the
-    only place a kernel splits a head's keys) in `splits` parts."""
+    only place a kernel splits a head's keys) in parts as `splits` says."""
     q, k, v, kc, vc, past = arrays
-    return mistake.compute(q, k, v, kc, vc, int(past[0]), tile, splits if q.shape[2] == 1 else 1)
+    B, H, T, _ = q.shape
+    if T > 1:
+        parts = 1
+    elif isinstance(splits, Fill):
+        parts = max(1, min(-(-splits.threads // (B * H)), -(-(int(past[0]) + 1) // tile)))
+    else:
+        parts = splits
+    # combined without their maxima, each part's own softmax is exact however it is tiled: the tile only caps
+    # the parts, and the widest keeps the numpy fast
+    return mistake.compute(q, k, v, kc, vc, int(past[0]), TILES[-1] if mistake is SPLITS_WITHOUT_MAXIMA else tile,
+                           parts)
