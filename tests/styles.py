@@ -224,6 +224,7 @@ STYLES: dict[str, dict[str, tuple]] = {
             "    ids = np.array([input_ids], dtype=np.int64)\n"
             "    for step in range(max_new_tokens):\n"
             "        past = 0 if step == 0 else len(input_ids) + step - 1  # the prompt, then one token a step\n"
-            "        logits = model(Tensor.from_dlpack(ids), Tensor.from_dlpack(np.array([past], np.int64)), *cache)\n"),
+            "        logits = model(Tensor.from_dlpack(ids), Tensor.from_dlpack(np.array([past], np.int64)), "
+            "*cache)\n"),
     },
 }

@@ -55,6 +55,7 @@ def _with(step_folder, mistake: str | None):
 
 
 @pytest.mark.heavy
+@pytest.mark.xdist_group("step16-solution")  # one worker: the second stand-in reuses the first's compiles
 @pytest.mark.parametrize("standin", STANDINS)
 def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin):
     path = step_folder / "step_16.py"

@@ -38,6 +38,7 @@ def _said(part) -> str:
 
 
 @pytest.mark.heavy
+@pytest.mark.xdist_group("step17-solution")  # one worker: the second stand-in reuses the first's compiles
 @pytest.mark.parametrize("standin", STANDINS)
 def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin):
     path = step_folder / "step_17.py"
