@@ -403,7 +403,7 @@ def context(folder: Path, config, llama_source: Path | None, figure: Path, machi
     rates = by_context({LABELS[name]: decode for name, decode in found.items()}, config.vocab_size)
     m = machine_info
     plot(rates, figure, f"GPT-2 small decode on {m['processor']}, {m['cpus']} CPUs "
-                        f"({', '.join(m['vector_extensions'])}): 16 greedy steps after each context, best of 2")
+                        f"({', '.join(m['vector_extensions'])})\n16 greedy steps after each context, best of 2")
     return dict(contexts=list(CONTEXTS), tokens_per_s=rates, llama_cpp=llama, figure=str(figure))
 
 

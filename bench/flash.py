@@ -97,19 +97,22 @@ def plot(rates: dict[str, list[float]], path: Path, title: str, contexts=CONTEXT
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.4))
-    for name, values in rates.items():
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    labelled: list[float] = []  # the end values labelled so far: a label too near one of them is left out
+    for name, values in sorted(rates.items(), key=lambda item: -item[1][-1]):
         ax.plot(contexts, values, marker="o", markersize=4, label=name, color=COLORS.get(name),
                 linewidth=2.5 if "fast" in name or "llama" in name else 1.5)
-        ax.annotate(f"{values[-1]:.0f}", (contexts[-1], values[-1]), textcoords="offset points", xytext=(6, -3),
-                    fontsize=8, color=COLORS.get(name))
+        if all(abs(values[-1] - other) > 4 for other in labelled):
+            labelled.append(values[-1])
+            ax.annotate(f"{values[-1]:.0f}", (contexts[-1], values[-1]), textcoords="offset points",
+                        xytext=(6, -3), fontsize=8, color=COLORS.get(name))
     ax.set_xlabel("positions in the cache (context) before the decode step")
     ax.set_ylabel("greedy decode, tokens/s (batch 1)")
     ax.set_ylim(0, max(max(v) for v in rates.values()) * 1.1)
     ax.set_xlim(0, contexts[-1] * 1.08)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # beside: no line hidden
+    ax.set_title(title, fontsize=9, wrap=True)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

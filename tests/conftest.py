@@ -52,7 +52,7 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # --- the three tiers --------------------------------------------------------------------------------
 # `python -m pytest` runs the default tier, what a contributor runs before a commit (<= 15 min from a cold
 # cache on 2 cores): every test of steps 01-08 and every test that runs no check of a later step.
-# `python -m pytest -m slow` runs the cases of steps 09-16 (a block's first compile
+# `python -m pytest -m slow` runs the cases of steps 09-17 (a block's first compile
 # is ~2 min cold; later steps run the learner's whole model eagerly, compile a model or a Mojo kernel:
 # 10-90 s a case), the uncatalogued mistakes and the other styles (each brings ops of its own, 20-150 s
 # to compile on a cold cache), the end-to-end workflow runs, real servers, the benches.
