@@ -14,6 +14,7 @@ the fastest decode step's time goes.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,8 +60,6 @@ def _decoder(run, config) -> Decoder:
 
 def flash_runs(folder: Path, config) -> dict[str, Decoder]:
     """Solution 17's two decodes, compiled (about two minutes on 2 cores the first time)."""
-    import sys
-
     from solutions.solution_17 import GPT2Flash, GPT2FlashQ8
 
     started = time.perf_counter()
