@@ -47,7 +47,7 @@ import numpy as np
 import runtime
 from bench import kv_cache, serve
 from bench.checks import main as checks
-from bench.flash import CONTEXTS, by_context, fast_split, flash_runs, plot
+from bench.flash import CONTEXTS, FLASH_HEAD_DIM, by_context, fast_split, flash_runs, plot
 from bench.llama import convert, decoder, missing
 from bench.matvec import int8_split, time_matvecs
 from runtime.bandwidth import int8_bytes_per_token, read_bandwidth, settled, weight_bytes_per_token
@@ -73,7 +73,7 @@ class Plan:
 FULL = Plan(prefill=((1, 128), (1, 512), (8, 128), (8, 512)), decode_prompt=128, decode_steps=64, repeats=5)
 TINY = Plan(prefill=((1, 16), (2, 32)), decode_prompt=8, decode_steps=16, repeats=2)
 # head_dim 64, as every GPT-2's: step 17's kernel is written for it
-TINY_CONFIG = dict(n_layer=2, n_embd=128, n_head=2, vocab_size=512, n_positions=64, initializer_range=0.2,
+TINY_CONFIG = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64, initializer_range=0.2,
                    bos_token_id=511, eos_token_id=511)
 
 
@@ -187,8 +187,9 @@ def decoders(folder: Path, config, hf, run, model, llama_source: Path | None) ->
                  theirs=lambda prompt, steps: _hf_greedy(hf, prompt, steps))
     kernel, int8 = _kernel_run(model, config, run), _int8_run(folder, config)
     found.update(kernel=lambda prompt, steps: kv_cache.greedy(kernel, config, prompt, steps),
-                 int8=lambda prompt, steps: kv_cache.greedy(int8, config, prompt, steps),
-                 **flash_runs(folder, config))
+                 int8=lambda prompt, steps: kv_cache.greedy(int8, config, prompt, steps))
+    if config.n_embd // config.n_head == FLASH_HEAD_DIM:  # solution 17's kernel is GPT-2's: head_dim 64
+        found.update(flash_runs(folder, config))
     llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
     if llama["reason"] is None:
         found["llama_cpp"] = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
@@ -224,10 +225,11 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
     bandwidth = statistics.median(r["bandwidth"] for r in rounds)
     tps = {name: plan.decode_steps / statistics.median(r[name][1] for r in rounds) for name in decoders_now}
     ours_tps, theirs_tps, kernel_tps, int8_tps = (tps[name] for name in ("ours", "theirs", "kernel", "int8"))
-    flash_tps, fast_tps = tps["flash"], tps["fast"]
     if "llama_cpp" in tps:
         llama.update(tokens_per_s=tps["llama_cpp"], speedup=tps["llama_cpp"] / theirs_tps,
-                     int8_over_llama_cpp=int8_tps / tps["llama_cpp"], fast_over_llama_cpp=fast_tps / tps["llama_cpp"])
+                     int8_over_llama_cpp=int8_tps / tps["llama_cpp"])
+        if "fast" in tps:
+            llama.update(fast_over_llama_cpp=tps["fast"] / tps["llama_cpp"])
 
     def generate(model):
         return model.generate(torch.from_numpy(prompt), attention_mask=torch.ones_like(torch.from_numpy(prompt)),
@@ -236,8 +238,15 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
 
     generated = generate(hf)
     generated_int8 = generate(dequantize_hf(_hf(folder)))  # transformers on the same dequantised weights
-    ours_ids, theirs_ids, kernel_ids, int8_ids, flash_ids, fast_ids = (
-        rounds[0][name][0] for name in ("ours", "theirs", "kernel", "int8", "flash", "fast"))
+    ours_ids, theirs_ids, kernel_ids, int8_ids = (rounds[0][name][0] for name in ("ours", "theirs", "kernel", "int8"))
+    flash = {}  # step 17's decodes, where its kernel runs (GPT-2's head_dim)
+    if "flash" in tps:
+        flash_ids, fast_ids = rounds[0]["flash"][0], rounds[0]["fast"][0]
+        flash = dict(flash_tokens_per_s=tps["flash"], flash_speedup=tps["flash"] / theirs_tps,
+                     flash_same_tokens=bool(np.array_equal(flash_ids, generated)),
+                     fast_tokens_per_s=tps["fast"], fast_speedup=tps["fast"] / theirs_tps,
+                     fast_over_int8=tps["fast"] / int8_tps,
+                     fast_same_tokens=bool(np.array_equal(fast_ids, generated_int8)))
     weight_bytes, int8_bytes = weight_bytes_per_token(config), int8_bytes_per_token(config)
     limit = bandwidth / weight_bytes
     return dict(
@@ -248,11 +257,7 @@ def measure(folder: Path, config, plan: Plan, llama_source: Path | None = None) 
                     kernel_same_tokens=bool(np.array_equal(kernel_ids, generated)),
                     int8_tokens_per_s=int8_tps, int8_speedup=int8_tps / theirs_tps,
                     int8_over_kernel=int8_tps / kernel_tps,
-                    int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8)),
-                    flash_tokens_per_s=flash_tps, flash_speedup=flash_tps / theirs_tps,
-                    flash_same_tokens=bool(np.array_equal(flash_ids, generated)),
-                    fast_tokens_per_s=fast_tps, fast_speedup=fast_tps / theirs_tps, fast_over_int8=fast_tps / int8_tps,
-                    fast_same_tokens=bool(np.array_equal(fast_ids, generated_int8))),
+                    int8_same_tokens=bool(np.array_equal(int8_ids, generated_int8)), **flash),
         llama_cpp=llama,
         tokens=dict(max_kv_cache=ours_ids[0].tolist(), transformers_generate=generated[0].tolist(),
                     identical=bool(np.array_equal(ours_ids, generated)
@@ -295,9 +300,9 @@ def llama_line(llama: dict, decode: dict) -> str:
         return f"llama.cpp Q8_0: not measured: {llama.get('reason', 'not asked for')}."
     return (f"llama.cpp Q8_0 (the same checkpoint, converted by its convert_hf_to_gguf.py): "
             f"{llama['tokens_per_s']:.1f} tokens/s, {llama['speedup']:.2f}x transformers; step 16's int8 decode "
-            f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s); step 17's "
-            f"with int8 products (gpt2 --fast) {llama['fast_over_llama_cpp']:.2f}x ({decode['fast_tokens_per_s']:.1f} "
-            "tokens/s).")
+            f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s)"
+            + (f"; step 17's with int8 products (gpt2 --fast) {llama['fast_over_llama_cpp']:.2f}x "
+               f"({decode['fast_tokens_per_s']:.1f} tokens/s)" if "fast_over_llama_cpp" in llama else "") + ".")
 
 
 def report(result: dict) -> str:
@@ -319,12 +324,11 @@ def report(result: dict) -> str:
     lines.append(f"| greedy decode on int8 weights, step 16's kernel | 1 | {d['prompt']} + {d['steps']} | "
                  f"{d['int8_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
                  f"{d['int8_speedup']:.2f}x |")
-    lines.append(f"| greedy decode, step 17's FlashAttention | 1 | {d['prompt']} + {d['steps']} | "
-                 f"{d['flash_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
-                 f"{d['flash_speedup']:.2f}x |")
-    lines.append(f"| greedy decode, step 17's FlashAttention + int8 (gpt2 --fast) | 1 | {d['prompt']} + {d['steps']} | "
-                 f"{d['fast_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
-                 f"{d['fast_speedup']:.2f}x |")
+    for what, key in (("step 17's FlashAttention", "flash"), ("step 17's FlashAttention + int8 (gpt2 --fast)", "fast")):
+        if f"{key}_tokens_per_s" in d:
+            lines.append(f"| greedy decode, {what} | 1 | {d['prompt']} + {d['steps']} | "
+                         f"{d[f'{key}_tokens_per_s']:.1f} tokens/s | {d['transformers_tokens_per_s']:.1f} tokens/s | "
+                         f"{d[f'{key}_speedup']:.2f}x |")
     same = result["tokens"]["identical"]
     lines += ["", f"Greedy tokens, MAX with its KV cache vs transformers (its decode loop and generate()): "
                   f"{'identical' if same else 'DIFFERENT'} ({len(result['tokens']['max_kv_cache'])} tokens).",
@@ -338,9 +342,10 @@ def report(result: dict) -> str:
               f"{100 * mem['int8_fraction_of_limit']:.0f}% of the bandwidth; {d['int8_over_kernel']:.2f}x step 15's "
               f"float32 kernel ({'same' if d['int8_same_tokens'] else 'OTHER'} tokens as transformers' generate on "
               "the same dequantised weights).",
-              f"Step 17: FlashAttention decodes the {'same' if d['flash_same_tokens'] else 'OTHER'} tokens as "
-              f"transformers' generate; with int8 products {d['fast_over_int8']:.2f}x step 16's int8 decode "
-              f"({'same' if d['fast_same_tokens'] else 'OTHER'} tokens as transformers on the dequantised weights).",
+              (f"Step 17: FlashAttention decodes the {'same' if d['flash_same_tokens'] else 'OTHER'} tokens as "
+               f"transformers' generate; with int8 products {d['fast_over_int8']:.2f}x step 16's int8 decode "
+               f"({'same' if d['fast_same_tokens'] else 'OTHER'} tokens as transformers on the dequantised weights)."
+               if "flash_tokens_per_s" in d else "Step 17: not measured (its kernel is GPT-2's: head_dim 64)."),
               llama_line(result.get("llama_cpp", {}), d),
               f"Largest |logit difference| in the prefill rows: "
               f"{max(r['max_abs_diff'] for r in result['prefill']):.1e}."]
@@ -462,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
 
             result["matvecs"] = time_matvecs(config)
             result["int8_split"] = int8_split(_int8_model(folder, config), config)
-            result["fast_split"] = fast_split(folder, config)
+            if config.n_embd // config.n_head == FLASH_HEAD_DIM:
+                result["fast_split"] = fast_split(folder, config)
     print(report(result))
     path = args.json or CACHE / "bench.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -470,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nFigures written to {shown(path)}")
     decode = result["decode"]
     same = ("kernel_same_tokens", "int8_same_tokens", "flash_same_tokens", "fast_same_tokens")
-    return 0 if result["tokens"]["identical"] and all(decode[key] for key in same) else 1
+    return 0 if result["tokens"]["identical"] and all(decode.get(key, True) for key in same) else 1
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from runtime.quantize import dequantized_tensors
 # importing them takes seconds.
 
 Decoder = Callable[[np.ndarray, int], tuple[np.ndarray, float]]
+FLASH_HEAD_DIM = 64  # the head_dim solution 17's kernel is written for (GPT-2's)
 CONTEXTS = (1, 128, 256, 512, 768, 1000)  # cached positions before the timed decode steps
 COLORS = {"transformers": "#999999", "step 13 (KV cache)": "#1a73e8", "step 15 (Mojo matvec)": "#a142f4",
           "step 16 (int8)": "#e8710a", "step 17 (FlashAttention)": "#188038",

@@ -30,10 +30,11 @@ HINTS: dict[str, list[str]] = {
                  "past += the ids' length; pick, yield, stop at eos; ids = [[token]]."],
     "int8": ["Optional, once step 16 passes: GPT2FlashQ8 is GPT2Flash for decode with step 16's int8 products: "
              "every Linear a QuantizedLinear, and the tied head through matvec_q8.",
-             "Import step 16 inside GPT2FlashQ8.__init__ and head, not at the file's top: the float32 path (and the "
-             "check's earlier steps) must not need it. Make forward end with self.head(...), so that only the head "
-             "changes.",
-             "super().__init__(model); swap each Linear of self.transformer and its descendants for "
+             "Import step 16 inside GPT2FlashQ8.__init__ and head, not at the file's top (an import statement runs "
+             "where it stands: https://docs.python.org/3/reference/simple_stmts.html#the-import-statement): the "
+             "float32 path (and the check's earlier steps) must not need it. Make forward end with self.head(...), "
+             "so that only the head changes.",
+             "GPT2Flash's __init__ first, then swap each Linear of self.transformer and its descendants for "
              "QuantizedLinear(linear), as step 16's GPT2Quantized does; head_q, head_scales = quantized(wte.weight); "
              "head(last) = matvec_q8(last, head_q, head_scales)."],
     "timing": ["A report of speed, never a failure: what your kernel costs against step 13's attention.",
