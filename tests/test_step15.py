@@ -158,8 +158,8 @@ def _fake_results(config, wrong):
 @pytest.mark.parametrize("old, new, where", [
     ("t.wpe(input_ids.shape[-1], cache[0].shape[-2])", "t.wpe(input_ids.shape[-1], 0)",
      "the embeddings: the stream into block 0 is not wte(token) + wpe's row at the token's position"),
-    ("            x = x + block.mlp(block.ln_2(x))\n        last",
-     "            x = x + block.mlp(block.ln_2(x)) * 0.5\n        last",
+    ("            x = x + block.mlp(block.ln_2(x))\n            new_cache",
+     "            x = x + block.mlp(block.ln_2(x)) * 0.5\n            new_cache",
      "block 0's MLP half: the MLP's output matches, the stream after it does not"),
 ])
 def test_a_decode_off_outside_the_kernel_is_placed_at_its_piece_and_step(checkpoints, step_folder, old, new, where):
