@@ -50,7 +50,7 @@ from bench.checks import main as checks
 from bench.flash import CONTEXTS, FLASH_HEAD_DIM, by_context, fast_split, flash_runs, plot
 from bench.llama import convert, decoder, missing
 from bench.matvec import int8_split, time_matvecs
-from runtime.bandwidth import int8_bytes_per_token, read_bandwidth, settled, weight_bytes_per_token
+from runtime.bandwidth import int8_bytes_per_token, median_seconds, read_bandwidth, settled, weight_bytes_per_token
 from runtime.checkpoints import checkpoint_for_command, learner_config
 from runtime.compiling import compile_decode, prefill_then_decode
 from runtime.paths import CACHE, shown
@@ -75,17 +75,6 @@ TINY = Plan(prefill=((1, 16), (2, 32)), decode_prompt=8, decode_steps=16, repeat
 # head_dim 64, as every GPT-2's: step 17's kernel is written for it
 TINY_CONFIG = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64, initializer_range=0.2,
                    bos_token_id=511, eos_token_id=511)
-
-
-def median_seconds(fn, repeats: int) -> float:
-    """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def _hf_tiny(folder: Path):

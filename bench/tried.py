@@ -25,10 +25,11 @@ from pathlib import Path
 import numpy as np
 
 import runtime
-from bench.__main__ import cpu, median_seconds
+from bench.__main__ import cpu
 from bench.kernel import linears_on_kernel, matvec
 from bench.kv_cache import greedy
 from bench.matvec import matvec_shapes
+from runtime.bandwidth import median_seconds
 from runtime.checkpoints import checkpoint_for_command
 from runtime.compiling import compile_with_cache
 from runtime.loading import stored_tensors

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,17 @@ from pathlib import Path
 import numpy as np
 
 from runtime.quantize import BLOCK
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def read_bandwidth(nbytes: int = 512 * 2**20, passes: int = 5, threads: int | None = None) -> float:

@@ -9,9 +9,14 @@ by op, or traced into a graph that returns them); Hugging Face's by hooks on the
     stacked(recorded)                 {name: [rows, C]}: each piece's rows, call after call
     hooked(hf)                        while Hugging Face runs, {name: [[rows, C], ...]} filled the same way
     hf_stream(hf, ids)                Hugging Face's pieces on one sequence `ids`: {name: [len(ids), C]}
-    first_difference(names, got, want, layers, off, said)
+    row_margins(got, want)            [rows, C] -> [rows]: each row's worst difference over what is allowed
+    order_problem(names, layers)      what is wrong with the order the pieces were called in, or None
+    first_difference(names, got, want, layers, off, embeddings=, attention=)
                                       the line that places the first piece off, or None when every piece
                                       through ln_f's output is right (then the head is left)
+    place_positions(recorded, hf, sequence, first, prompt_length, layers, attention=, logits=)
+                                      that line for a model run on one sequence, its rows said as the
+                                      prompt's positions and decode steps; or the head's, or nothing
 """
 
 from __future__ import annotations

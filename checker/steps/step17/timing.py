@@ -13,13 +13,11 @@ positions - a call after none) / n_layer: the graph's own cost of a call, about 
 from __future__ import annotations
 
 import math
-import statistics
-import time
 
 import numpy as np
 
 from checker.reporting.report import PASS, Part
-from runtime.bandwidth import busy_note, others_busy, read_bandwidth, settled
+from runtime.bandwidth import busy_note, median_seconds, others_busy, read_bandwidth, settled
 from runtime.compiling import compile_module
 from runtime.max_attention import MaxAttention
 
@@ -27,16 +25,6 @@ from runtime.max_attention import MaxAttention
 
 PREFILL_RUNS, DECODE_RUNS = 3, 30
 NAMES = {"yours": "your kernel", "step13": "step 13's", "max": "MAX's flash_attention_ragged", "torch": "torch's"}
-
-
-def _median(run, n: int) -> float:
-    run()
-    times = []
-    for _ in range(n):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def _graphs(flash_attention, H: int, D: int, N: int, L: int):
@@ -120,18 +108,18 @@ def timing_part(step, config) -> Part:
     prefill, decode = {}, {}
     with others_busy() as busy:
         settled()
-        prefill["yours"] = _median(lambda: flash(q, k, v, at[0], *caches), PREFILL_RUNS) / L
-        prefill["step13"] = _median(lambda: step13(q, k, v, *empty), PREFILL_RUNS) / L
-        prefill["max"] = _median(max_prefill, PREFILL_RUNS) / L
-        prefill["torch"] = _median(torch_prefill, PREFILL_RUNS) / L
+        prefill["yours"] = median_seconds(lambda: flash(q, k, v, at[0], *caches), PREFILL_RUNS) / L
+        prefill["step13"] = median_seconds(lambda: step13(q, k, v, *empty), PREFILL_RUNS) / L
+        prefill["max"] = median_seconds(max_prefill, PREFILL_RUNS) / L
+        prefill["torch"] = median_seconds(torch_prefill, PREFILL_RUNS) / L
         settled()
-        decode["yours"] = _layer(_median(lambda: flash(q1, k1, v1, at[1], *caches), DECODE_RUNS),
-                                 _median(lambda: flash(q1, k1, v1, at[0], *caches), DECODE_RUNS), L)
-        decode["step13"] = _layer(_median(lambda: step13(q1, k1, v1, *pasts), DECODE_RUNS),
-                                  _median(lambda: step13(q1, k1, v1, *empty), DECODE_RUNS), L)
-        decode["max"] = _layer(_median(max_decode, DECODE_RUNS), _median(max_alone, DECODE_RUNS), L)
-        decode["torch"] = _layer(_median(lambda: torch_decode(N), DECODE_RUNS),
-                                 _median(lambda: torch_decode(1), DECODE_RUNS), L)
+        decode["yours"] = _layer(median_seconds(lambda: flash(q1, k1, v1, at[1], *caches), DECODE_RUNS),
+                                 median_seconds(lambda: flash(q1, k1, v1, at[0], *caches), DECODE_RUNS), L)
+        decode["step13"] = _layer(median_seconds(lambda: step13(q1, k1, v1, *pasts), DECODE_RUNS),
+                                  median_seconds(lambda: step13(q1, k1, v1, *empty), DECODE_RUNS), L)
+        decode["max"] = _layer(median_seconds(max_decode, DECODE_RUNS), median_seconds(max_alone, DECODE_RUNS), L)
+        decode["torch"] = _layer(median_seconds(lambda: torch_decode(N), DECODE_RUNS),
+                                 median_seconds(lambda: torch_decode(1), DECODE_RUNS), L)
     limit = read_bandwidth()
     kv = 2 * H * N * D * 4  # one layer's keys and values at N positions, float32
     lines = [f"prefill, T = {N}, a layer: " + "; ".join(f"{NAMES[n]} {t * 1e3:.1f} ms" for n, t in prefill.items()),
