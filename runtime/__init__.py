@@ -13,6 +13,7 @@
 - `tokenizer`    a checkpoint's tokenizer; `hf` Hugging Face's GPT-2 on the same checkpoint
 - `quantize`     8-bit blocks (Q8_0) in numpy; `bandwidth` the bytes a decode step reads, and the
                  machine's read bandwidth
+- `kernels`      a Mojo kernel folder handed to MAX at a path named by its content: compiled once
 - `server`       `max serve` of a step 14 file, started and always stopped (`guard`, `mojo_modules`)
 
 Call `setup()` once where a process starts, before MAX is imported.
@@ -20,6 +21,8 @@ Call `setup()` once where a process starts, before MAX is imported.
 
 import logging
 import os
+
+from runtime.kernels import by_content
 
 
 def setup() -> None:
@@ -29,6 +32,9 @@ def setup() -> None:
     the course never uses: on a 2-core machine that halves the speed of the kernel compiles a first
     check waits for. Children (the warm-up's workers, a kernel's child process) inherit the setting.
     MAX's log line suggesting `max warm-interpreter-cache` after each on-the-fly compile is silenced.
+    A Mojo kernel folder reaches MAX at a path named by its content (`kernels`): compiled once, wherever
+    it lives.
     """
     os.environ.setdefault("MAX_EAGER_EXECUTOR", "interpreter")
     logging.getLogger("max._eager_policy").setLevel(logging.ERROR)
+    by_content()

@@ -11,6 +11,7 @@ from checker.steps.step15 import check as step15
 from checker.steps.step15 import judge as step15_judge
 from checker.steps.step15 import mistakes as step15_mistakes
 from checker.steps.step15 import reference as step15_reference
+from runtime.kernels import ROOT
 from runtime.paths import REPO
 from tests.conftest import STANDINS, assert_passes_with_margin, kernel_source, mutate, write_kernel_step
 
@@ -67,6 +68,7 @@ def test_compile_error_names_the_file_line_and_message(checkpoints, step_folder)
     assert re.search(rf"matvec\.mojo line {line}: use of unknown declaration 'bq'", kernel.summary), text
     assert "bq[unsafe_offset" in kernel.summary  # Mojo's source line under it
     assert "precompile" not in text and "Crashpad" not in text and "warning" not in text and "Traceback" not in text
+    assert str(ROOT) not in text  # the learner's file, not the copy MAX was handed (runtime/kernels.py)
 
 
 def test_a_kernel_folder_that_is_not_there_is_named(checkpoints, step_folder):
