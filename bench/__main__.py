@@ -72,7 +72,7 @@ class Plan:
 
 FULL = Plan(prefill=((1, 128), (1, 512), (8, 128), (8, 512)), decode_prompt=128, decode_steps=64, repeats=5)
 TINY = Plan(prefill=((1, 16), (2, 32)), decode_prompt=8, decode_steps=16, repeats=2)
-# head_dim 64, as every GPT-2's: step 17's kernel is written for it
+# head_dim 16: no step 17 rows (its kernel is written for GPT-2's head_dim 64)
 TINY_CONFIG = dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=64, initializer_range=0.2,
                    bos_token_id=511, eos_token_id=511)
 

@@ -11,7 +11,8 @@ allocated once for the whole context; this file declares it to MAX and builds GP
                                                        past [1] int64 -> [B, H, T, D]
     empty_flash_cache(config, batch_size)              2L x [B, H, n_positions, D] zeros, float32
     GPT2Flash(model)                                   input_ids [B, T], past [1] int64, *cache -> logits [B, V]
-    GPT2FlashQ8(model)                                 the same at decode, on step 16's int8 weights and kernel
+    GPT2FlashQ8(model)                                 the same at decode, on step 16's int8 weights and kernel,
+                                                       the heads split and merged by reshape (T = 1)
     generate_flash(model, config, ids, n, ...)         step 13's generate, the cache never copied
 
 N = n_positions: the cache has room for the whole context, and a call writes positions past .. past+T-1.
@@ -100,6 +101,23 @@ class GPT2FlashQ8(GPT2Flash):
                 if isinstance(child, Linear):
                     setattr(module, name, QuantizedLinear(child))
         self.head_q, self.head_scales = quantized(self.transformer.wte.weight)  # [V, C] int8, [V, C / 32]
+
+    def forward(self, input_ids: Tensor, past: Tensor, *cache: Tensor) -> Tensor:
+        """input_ids [B, 1], past [1] int64 (P), cache 2L x [B, H, N, D] -> logits [B, V]: GPT2Flash's forward
+        at one position, where [B, 1, C] and [B, H, 1, D] hold the same floats in the same order, so the
+        heads split and merge by reshape alone (a decode step's other work is the gap to llama.cpp)."""
+        t = self.transformer
+        batch, width = input_ids.shape[0], t.wte.weight.shape[-1]
+        x = t.wte(input_ids) + F.gather(t.wpe.weight, past, axis=0)  # [B, 1, C]: position P
+        for i, block in enumerate(t.h):
+            attn = block.attn
+            heads = [batch, attn.num_heads, 1, attn.head_dim]
+            q, k, v = F.split(attn.c_attn(block.ln_1(x)), [attn.split_size] * 3, axis=-1)  # [B, 1, C] each
+            q, k, v = (u.reshape(heads) for u in (q, k, v))  # [B, H, 1, D]: no transpose
+            attended = flash_attention(q, k, v, cache[2 * i], cache[2 * i + 1], past)
+            x = x + attn.c_proj(attended.reshape([batch, 1, width]))
+            x = x + block.mlp(block.ln_2(x))
+        return self.head(t.ln_f(x.reshape([batch, width])))  # [B, V]
 
     def head(self, last: Tensor) -> Tensor:
         from solutions.solution_16 import matvec_q8
