@@ -193,9 +193,9 @@ _held_folder = None  # the open lock file of this worker's step folder, held for
 
 def _worker_folder(tmp_path_factory) -> Path:
     """This worker's step folder: .cache/step_folders/<worker>, the same path in every session of this clone,
-    so a kernel built and compiled by one tier is found by the next (MAX keys a kernel's package, and the
-    graphs that call it, by its path). A session that finds it locked by another of this clone's sessions
-    running at once takes a folder of its own in its temporary directory."""
+    so what is kept per file (the checker's verdicts of its earlier steps) is found by the next tier. A
+    session that finds it locked by another of this clone's sessions running at once takes a folder of its
+    own in its temporary directory."""
     global _held_folder
     from runtime.paths import CACHE
 
@@ -216,9 +216,9 @@ def _worker_folder(tmp_path_factory) -> Path:
 @pytest.fixture
 def step_folder(tmp_path_factory) -> Path:
     """An empty folder for a test's step files: the same folder for every test of this worker, emptied first
-    and its modules forgotten. MAX keys a Mojo kernel's built package, and every graph that calls it, by the
-    kernel's path: in one folder, a kernel unchanged since the test before (or since the tier before) is
-    not built and compiled again (steps 15-17)."""
+    and its modules forgotten. A kernel written here unchanged from one compiled before (the solution's, in
+    another test or tier) is not built and compiled again: MAX is handed it at a path named by its content
+    (runtime/kernels.py)."""
     from runtime.learner import package_of
 
     folder = _worker_folder(tmp_path_factory)
