@@ -5,7 +5,7 @@ folder's path, and finds a graph calling that package again in its cache only un
 kernel in a fresh clone, in a test's folder or as the solution's copy is compiled again, ~15-90 s a graph.
 `by_content()` makes MAX build, instead of the folder, a copy of it at
 
-    <cache>/<sha256 of Mojo's version and the folder's files, 16 hex>/<the folder's name>
+    <cache>/<sha256 of MAX's and Mojo's versions and the folder's files, 16 hex>/<the folder's name>
 
 so a kernel with the same files has the same path wherever it lives; an edited kernel, a new one. The
 package MAX built from a copy is used again as it is, not rebuilt on each load. A Mojo compile error is
@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -32,7 +33,9 @@ ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gpt2-on
 _USERS = ("max.graph.graph", "max.engine.api", "max.experimental.custom")
 
 
+@cache
 def _compiler() -> str:
+    """MAX's and Mojo's versions: a package built by one is not used by another."""
     try:
         return f"{version('max')} {version('mojo-compiler')}"
     except PackageNotFoundError:
@@ -40,7 +43,7 @@ def _compiler() -> str:
 
 
 def _digest(folder: Path) -> str:
-    """sha256 over Mojo's version and every file under `folder` (its relative path and its bytes), hidden
+    """sha256 over MAX's and Mojo's versions and every file under `folder` (its relative path and its bytes), hidden
     ones left out."""
     digest = hashlib.sha256(_compiler().encode() + b"\0")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -57,12 +60,11 @@ def content_copy(folder: Path, root: Path | None = None) -> Path:
     target = (root or ROOT) / _digest(folder) / folder.name
     if target.is_dir():
         return target
-    staging = target.parent.with_name(f".{target.parent.name}.{os.getpid()}")
+    staging = target.with_name(f".{target.name}.{os.getpid()}")  # beside it: the same files may have other names
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(folder, staging / folder.name,
-                    ignore=shutil.ignore_patterns(".*", "__pycache__"))
+    shutil.copytree(folder, staging, ignore=shutil.ignore_patterns(".*", "__pycache__"))
     try:
-        staging.replace(target.parent)  # another process may have put the same there first: theirs stands
+        staging.replace(target)  # another process may have put the same there first: theirs stands
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
     return target
@@ -70,7 +72,7 @@ def content_copy(folder: Path, root: Path | None = None) -> Path:
 
 def _built(copy: Path) -> Path:
     """Where MAX's builder puts the package it builds from `copy` (mojo.paths, MAX 26.7): a package there
-    was built from these very files, by this Mojo, so it is not built again (~4 s a load)."""
+    was built from these very files, by this Mojo, so it is not built again (~1.6 s a load)."""
     key = hashlib.md5(str(copy.absolute()).encode()).hexdigest()
     return Path(tempfile.gettempdir()) / f".modular_{os.getuid()}" / "mojo_pkg" / f"mojo_pkg_{key}.mojoc"
 
@@ -81,16 +83,18 @@ def _wrapped(build):
             copy = content_copy(path)
         except OSError:  # a read-only cache: MAX builds the folder as it is
             return build(path)
-        if _built(copy).is_file():
-            return _built(copy)
+        built = _built(copy)
+        if built.is_file():
+            return built
         try:
             return build(copy)
         except Exception as e:  # Mojo's compile error: its files named as the learner has them
+            own = str(Path(path).resolve())
             for name in ("stdout", "stderr"):
                 if isinstance(getattr(e, name, None), str):
-                    setattr(e, name, getattr(e, name).replace(str(copy), str(Path(path).resolve())))
+                    setattr(e, name, getattr(e, name).replace(str(copy), own))
             if isinstance(getattr(e, "command", None), list):
-                e.command = [str(part).replace(str(copy), str(Path(path).resolve())) for part in e.command]
+                e.command = [str(part).replace(str(copy), own) for part in e.command]
             if hasattr(e, "path"):
                 e.path = Path(path)
             raise

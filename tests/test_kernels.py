@@ -63,3 +63,12 @@ def test_a_package_built_from_a_copy_is_used_again_not_rebuilt(tmp_path, monkeyp
 
     one, two = _kernel(tmp_path / "clone1"), _kernel(tmp_path / "clone2")
     assert _wrapped(build)(one) == _wrapped(build)(two) and len(built) == 1
+
+
+def test_the_same_files_under_two_names_get_a_copy_each(tmp_path):
+    """A learner's step_16_kernel written as the solution's solution_16_kernel: the same digest, two names."""
+    root = tmp_path / "cache"
+    solution, learners = _kernel(tmp_path / "solutions", "solution_16_kernel"), _kernel(tmp_path / "steps")
+    for folder in (solution, learners):
+        copy = content_copy(folder, root)
+        assert copy.name == folder.name and (copy / "__init__.mojo").is_file()
