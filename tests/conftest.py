@@ -96,6 +96,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if (which := tier(item)) != "default":
             item.add_marker(getattr(pytest.mark, which))
+        if "server_slot" in item.fixturenames:  # every test that starts a server on one worker: none waits idle
+            item.add_marker(pytest.mark.xdist_group("served"))  # for the slot while the other holds it
     _group(config, items)
 
 
@@ -158,9 +160,10 @@ _held = 0  # how many of this process's tests and fixtures hold the server slot
 @contextlib.contextmanager
 def one_server():
     """Held while real `max serve` processes run: one worker at a time runs them. A served model takes ~3.5 GB;
-    a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory (xdist_group keeps
-    test_serving.py's tests together, but step 14's tests, the bench and the package-import test start servers
-    of their own). Within a worker the slot is shared: a module's server and a test's own may run together."""
+    a server on each worker beside the workers' own ~5 GB left a 24 GB machine without memory. The tests that
+    take it (the server_slot fixture, test_serving.py's module server) are all in one xdist_group, so they run
+    on one worker and the other never waits; the lock stays for a run without that grouping. Within a worker the
+    slot is shared: a module's server and a test's own may run together."""
     from runtime.paths import CACHE
 
     global _held

@@ -243,6 +243,9 @@ def test_a_decode_step_without_a_product_names_it():
     block = [(op, (3 * c, c)), (op, (c, c)), (op, (4 * c, c)), (op, (c, 4 * c))]
     step = block * config.n_layer + [(op, (v, c))]
     assert step15_decode.kernel_calls_problem(step * 2 + [("other_op", (1, 1))], op, config) is None
+    cut = [call for call in step if call[1] != (3 * c, c)] + [(op, (c, c))] * 3 * config.n_layer  # c_attn as q, k, v
+    assert step15_decode.kernel_calls_problem(cut * 2, op, config) is None
+    assert step15_decode.kernel_calls_problem(cut[:-1], op, config).startswith("a decode step calls your kernel")
     headless = step15_decode.kernel_calls_problem((step[:-1]) * 2, op, config)
     assert headless.startswith(f"a decode step calls your kernel {4 * config.n_layer} times, {4 * config.n_layer + 1}")
     assert "the tied head 0 times a step, 1 expected (not through your kernel)" in headless

@@ -62,13 +62,17 @@ def counting_kernel_calls():
 
 def kernel_calls_problem(calls: list[tuple[str, tuple | None]], op: str, config) -> str | None:
     """None when the calls of `op` in `calls` (counting_kernel_calls, over one decode step or more) are every
-    product of each step once; else how many a step makes, and which products go without the kernel or
-    through it too often."""
+    product of each step once, a product perhaps cut into products of its weight's rows (c_attn as q's, k's
+    and v's: the same rows of weight read for each input width); else how many a step makes, and which
+    products go without the kernel or through it too often."""
     want = products(config)
     got: dict = {}
     for name, shape in calls:
         if name == op:
             got[shape] = got.get(shape, 0) + 1
+    steps = _steps_by_rows(got, want)
+    if _rows_by_width(got, lambda n: n) == _rows_by_width(want, lambda found: found[1], each_of=steps):
+        return None
     steps = max((got.get(shape, 0) // n for shape, (_, n) in want.items()), default=0) or 1
     off = [f"{names} {got.get(shape, 0) / steps:g} times a step, {n} expected" + (
                " (not through your kernel)" if not got.get(shape) else "")
@@ -80,6 +84,21 @@ def kernel_calls_problem(calls: list[tuple[str, tuple | None]], op: str, config)
     return (f"a decode step calls your kernel {sum(got.values()) / steps:g} times, {expected} expected: 4 per block "
             f"(c_attn, attn.c_proj, c_fc, mlp.c_proj) x {config.n_layer} and the tied head; by product: "
             f"{'; '.join(off)}")
+
+
+def _rows_by_width(counts: dict, times, each_of: int = 1) -> dict[int, int]:
+    """{K: the rows of [M, K] weights read}, from {(M, K): what `times` makes a count of}, `each_of` times."""
+    rows: dict[int, int] = {}
+    for shape, found in counts.items():
+        if shape:
+            rows[shape[1]] = rows.get(shape[1], 0) + shape[0] * times(found) * each_of
+    return rows
+
+
+def _steps_by_rows(got: dict, want: dict) -> int:
+    """How many decode steps the calls in `got` make, by the rows of weight they read."""
+    wanted = sum(_rows_by_width(want, lambda found: found[1]).values())
+    return max(1, round(sum(_rows_by_width(got, lambda n: n).values()) / wanted))
 
 
 def _product(x, w, b):
