@@ -37,13 +37,13 @@ def _dims(array: np.ndarray, names: tuple) -> list:
 class Compiled:
     """A compiled graph, called as MAX's compiled callable is, at a fraction of its cost per call. MAX checks
     every argument against the graph's inputs on every call (~1 ms for a decode step's 26: ids, past and
-    the caches, an eighth of the step); here a call whose arguments have the dtypes and shapes of an
-    earlier call goes to the engine directly. A call with anything new, or an argument not yet computed,
+    the caches, an eighth of the step); here a call whose arguments have the dtypes, shapes and devices of
+    an earlier call goes to the engine directly. A call with anything new, or an argument not yet computed,
     takes MAX's checked path: a wrong argument still gets MAX's message."""
 
     def __init__(self, compiled):
         self.compiled = compiled
-        self._seen: set[tuple] = set()  # the (dtype, shape) of each argument of the calls checked so far
+        self._seen: set[tuple] = set()  # each argument's (dtype, shape, device) in the calls checked so far
 
     def __call__(self, *args):
         from max import tree
@@ -53,7 +53,7 @@ class Compiled:
             buffers = [arg.driver_tensor for arg in args]
         except (AttributeError, TypeError):  # not a Tensor, or not yet computed
             return self.compiled(*args)
-        signature = tuple((b.dtype, tuple(b.shape)) for b in buffers)
+        signature = tuple((b.dtype, tuple(b.shape), b.device) for b in buffers)
         if signature not in self._seen:
             result = self.compiled(*args)
             self._seen.add(signature)
