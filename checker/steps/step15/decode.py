@@ -70,8 +70,9 @@ def kernel_calls_problem(calls: list[tuple[str, tuple | None]], op: str, config)
     for name, shape in calls:
         if name == op:
             got[shape] = got.get(shape, 0) + 1
-    steps = _steps_by_rows(got, want)
-    if _rows_by_width(got, lambda n: n) == _rows_by_width(want, lambda found: found[1], each_of=steps):
+    wanted, read = _rows_by_width({shape: n for shape, (_, n) in want.items()}), _rows_by_width(got)
+    cut_steps = max(1, round(sum(read.values()) / sum(wanted.values())))  # the steps, by the rows read
+    if read == {width: rows * cut_steps for width, rows in wanted.items()}:
         return None
     steps = max((got.get(shape, 0) // n for shape, (_, n) in want.items()), default=0) or 1
     off = [f"{names} {got.get(shape, 0) / steps:g} times a step, {n} expected" + (
@@ -86,19 +87,13 @@ def kernel_calls_problem(calls: list[tuple[str, tuple | None]], op: str, config)
             f"{'; '.join(off)}")
 
 
-def _rows_by_width(counts: dict, times, each_of: int = 1) -> dict[int, int]:
-    """{K: the rows of [M, K] weights read}, from {(M, K): what `times` makes a count of}, `each_of` times."""
+def _rows_by_width(counts: dict) -> dict[int, int]:
+    """{K: the rows of [M, K] weights read}, from {(M, K) or None: how many products of that shape}."""
     rows: dict[int, int] = {}
-    for shape, found in counts.items():
+    for shape, n in counts.items():
         if shape:
-            rows[shape[1]] = rows.get(shape[1], 0) + shape[0] * times(found) * each_of
+            rows[shape[1]] = rows.get(shape[1], 0) + shape[0] * n
     return rows
-
-
-def _steps_by_rows(got: dict, want: dict) -> int:
-    """How many decode steps the calls in `got` make, by the rows of weight they read."""
-    wanted = sum(_rows_by_width(want, lambda found: found[1]).values())
-    return max(1, round(sum(_rows_by_width(got, lambda n: n).values()) / wanted))
 
 
 def _product(x, w, b):
