@@ -162,12 +162,10 @@ def _fast(solutions: bool, checkpoint, eleven):
         return model
 
     def build():
-        dtype = seventeen.empty_flash_cache(config, 1)[0].dtype  # the caches generate_flash will make
-        prefill = compile_flash(seventeen.GPT2Flash(load(sixteen is not None)), config, cache_dtype=dtype)
+        prefill = compile_flash(seventeen.GPT2Flash(load(sixteen is not None)), config)
         if sixteen is None:
             return prefill
-        return prefill_then_decode(prefill, compile_flash(seventeen.GPT2FlashQ8(load(True)), config, seq=1,
-                                                          cache_dtype=dtype))
+        return prefill_then_decode(prefill, compile_flash(seventeen.GPT2FlashQ8(load(True)), config, seq=1))
 
     try:
         run = call(build, timeout=0)
