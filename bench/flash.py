@@ -71,17 +71,21 @@ def flash_runs(folder: Path, config) -> dict[str, Decoder]:
     return {"flash": _decoder(flash, config), "fast": _decoder(prefill_then_decode(prefill, decode), config)}
 
 
-def by_context(decoders: dict[str, Decoder], vocab: int, contexts=CONTEXTS, steps: int = 16,
-               rounds: int = 2) -> dict[str, list[float]]:
+def by_context(decoders: dict[str, Decoder], vocab: int, contexts=CONTEXTS, steps: int = 16, rounds: int = 2,
+               pair: tuple[str, ...] = (), pair_rounds: int = 8) -> dict[str, list[float]]:
     """Each decoder's greedy tokens/s over `steps` decode steps after a prompt of each length in `contexts`
-    (the same ids for all), the best of `rounds`; the decoders take turns at each length."""
+    (the same ids for all), the best of `rounds`; the decoders take turns at each length. The decoders named
+    in `pair` (the two a ratio is taken of) take `pair_rounds` turns instead: on a shared machine a burst of
+    other work can cost one turn 10%, and the best of many turns each is what the two can do."""
     rng = np.random.default_rng(17)
     rates: dict[str, list[float]] = {name: [] for name in decoders}
     for context in contexts:
         prompt = rng.integers(0, vocab, (1, context), dtype=np.int64)
         best = {name: 0.0 for name in decoders}
-        for _ in range(rounds):
+        for turn in range(max(rounds, pair_rounds if pair else 0)):
             for name, decode in decoders.items():
+                if turn >= (pair_rounds if name in pair else rounds):
+                    continue
                 settled()
                 _, seconds = decode(prompt, steps)
                 best[name] = max(best[name], steps / seconds)

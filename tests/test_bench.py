@@ -242,3 +242,24 @@ def test_llama_cpp_says_why_it_cannot_be_measured(tmp_path, monkeypatch, package
         (tmp_path / "llama_cpp").mkdir()
         (tmp_path / "llama_cpp" / "__init__.py").write_text(package)
     assert said in missing(None)
+
+
+def test_by_context_gives_the_pair_more_turns_and_keeps_each_ones_best(monkeypatch):
+    """The two decoders a ratio is taken of run pair_rounds turns at each context, the others rounds; each
+    figure is its decoder's best turn (steps / its fastest seconds), whichever turn that was."""
+    import bench.flash as flash
+
+    monkeypatch.setattr(flash, "settled", lambda: None)
+    turns = {"slow": [], "a": [], "b": []}
+
+    def decoder(name, seconds):
+        def decode(prompt, steps):
+            turns[name].append(prompt.shape[1])
+            return prompt, seconds[(len(turns[name]) - 1) % len(seconds)]
+        return decode
+
+    rates = flash.by_context({"slow": decoder("slow", [2.0, 1.0]), "a": decoder("a", [0.5, 0.4, 0.2, 0.3]),
+                              "b": decoder("b", [0.1])}, 50, contexts=(1, 7), steps=4, rounds=2,
+                             pair=("a", "b"), pair_rounds=5)
+    assert turns == {"slow": [1, 1, 7, 7], "a": [1] * 5 + [7] * 5, "b": [1] * 5 + [7] * 5}
+    assert rates == {"slow": [4.0, 4.0], "a": [20.0, 20.0], "b": [40.0, 40.0]}
