@@ -11,6 +11,8 @@
     python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
     python -m bench --context        every decoder's tokens/s against the context length, drawn as a PNG
                                      (bench/flash.py; --figure PATH, default .cache/decode-by-context.png)
+    python -m bench --memory         the memory a prefill of the whole context takes in one layer's attention,
+                                     step 17's kernel against step 13's stored scores (bench/flash.py)
 
 In one process, on the same token ids, float32 on the CPU, both sides with the same threads:
   MAX           the course's step 13 solution: GPT2WithCache around solution 11's loaded model, one
@@ -47,7 +49,7 @@ import numpy as np
 import runtime
 from bench import kv_cache, serve
 from bench.checks import main as checks
-from bench.flash import CONTEXTS, FLASH_HEAD_DIM, by_context, fast_split, flash_runs, plot
+from bench.flash import CONTEXTS, FLASH_HEAD_DIM, by_context, fast_split, flash_runs, plot, prefill_memory
 from bench.llama import convert, decoder, missing
 from bench.matvec import int8_split, time_matvecs
 from runtime.bandwidth import int8_bytes_per_token, median_seconds, read_bandwidth, settled, weight_bytes_per_token
@@ -386,6 +388,20 @@ def context_report(rates: dict[str, list[float]], contexts, m: dict) -> str:
     return "\n".join(lines)
 
 
+def memory_report(found: dict | None) -> int:
+    """Prints --memory's figures; 0, or 1 when they could not be measured here."""
+    if found is None:
+        print("--memory reads Linux's peak resident memory (/proc/self/clear_refs): not here.")
+        return 1
+    above = found["above_output_mb"]
+    print(f"A prefill of {found['positions']} positions through one layer's attention, the first call of each in "
+          f"this process: memory at its peak beyond its output ({found['output_mb']:.1f} MB):")
+    for name, mb in above.items():
+        print(f"  {name}: {mb:.1f} MB")
+    print(f"One layer's scores [1, H, T, T] in float32 are {found['scores_mb']:.1f} MB.")
+    return 0
+
+
 LABELS = dict(theirs="transformers", ours="step 13 (KV cache)", kernel="step 15 (Mojo matvec)", int8="step 16 (int8)",
               flash="step 17 (FlashAttention)", fast="step 17 + int8 (gpt2 --fast)", llama_cpp="llama.cpp Q8_0")
 
@@ -414,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", action="store_true", help="decode tokens/s against the context length, every "
                         "decoder, drawn as a PNG (--figure)")
     parser.add_argument("--figure", type=Path, default=CACHE / "decode-by-context.png", help="where --context draws")
+    parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
+                        "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
                         help="also llama.cpp's Q8_0 decode (llama-cpp-python installed; SOURCE: a llama.cpp tree)")
     args = parser.parse_args(argv)
@@ -442,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             folder, model = checkpoint.path, checkpoint.describe()
         config = learner_config(json.loads((folder / "config.json").read_text()))
+        if args.memory:
+            return memory_report(prefill_memory(config))
         if args.context:
             info = machine()
             result = dict(model=model, machine=info, **context(folder, config, args.llama_cpp, args.figure, info))

@@ -10,6 +10,9 @@ the fastest decode step's time goes.
     fast_split(config, folder)   a GPT2FlashQ8 decode step at P cached positions, and each kind of its work
                                  alone in one graph (the 49 int8 products, the 12 attentions, the 25 layer
                                  norms with the 12 GELUs and 24 adds): what the rest of the step costs
+    prefill_memory(config)       one layer's attention at a prefill of the whole context, step 17's kernel and
+                                 step 13's, each compiled and called once: the memory each call takes beyond
+                                 its output at its peak (Linux; the first MAX work of a fresh process)
 """
 
 from __future__ import annotations
@@ -202,3 +205,61 @@ def fast_split(folder: Path, config, past: int = 1000, repeats: int = 40) -> dic
     return dict(past=past, **{f"{name}_ms": v for name, v in ms.items()},
                 rest_ms=ms["step"] - ms["products"] - ms["attention"] - ms["small"])
 
+
+
+def _peak_above(run) -> tuple[float, float]:
+    """(bytes resident at the peak of `run()` above before it, bytes still resident after): Linux's peak RSS,
+    reset before the call through /proc/self/clear_refs."""
+    def resident() -> tuple[int, int]:
+        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+
+    Path("/proc/self/clear_refs").write_text("5")  # the peak, reset to what is resident now
+    before, _ = resident()
+    run()
+    after, peak = resident()
+    return peak - before, after - before
+
+
+def prefill_memory(config) -> dict | None:
+    """One layer's attention at T = n_positions (P = 0) through solution 17's kernel and through step 13's
+    scores (materialised [B, H, T, T], masked, softmaxed), each compiled, then called once: the memory its
+    first call takes above its output [1, H, T, D] at the peak, in MB, and a layer's scores' size. A call
+    that stores the scores needs them; one that does not needs a few tiles. MAX keeps what a call allocated
+    for the next, so only a process's first calls tell: run it in a fresh process. None off Linux."""
+    import math
+
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+
+    from runtime.compiling import compile_module
+    from solutions.solution_02 import causal_mask
+    from solutions.solution_17 import flash_attention
+
+    if not Path("/proc/self/clear_refs").exists():
+        return None
+    H, D, N = config.n_head, config.n_embd // config.n_head, config.n_positions
+
+    class Flash(Module):
+        def forward(self, q, k, v, past, k_cache, v_cache):
+            return flash_attention(q, k, v, k_cache, v_cache, past)
+
+    class Scores(Module):  # step 13's attention at P = 0: every score of a head stored
+        def forward(self, q, k, v):
+            mask = causal_mask(q.shape[-2], 0, dtype=q.dtype, device=q.device)
+            return F.softmax(q @ k.transpose(-1, -2) / math.sqrt(D) + mask, axis=-1) @ v
+
+    new = (np.zeros((1, H, N, D), np.float32), ("batch", None, "seq", None))
+    cache = (np.zeros((1, H, N, D), np.float32), ("batch", None, None, None))
+    flash = compile_module(Flash(), [new, new, new, (np.zeros(1, np.int64), (None,)), cache, cache])
+    scores = compile_module(Scores(), [new, new, new])
+    rng = np.random.default_rng(0)
+    q, k, v, kc, vc = (Tensor.from_dlpack(rng.standard_normal((1, H, N, D), dtype=np.float32)) for _ in range(5))
+    at = Tensor.from_dlpack(np.zeros(1, np.int64))
+    output = H * N * D * 4
+    mb = {}
+    for name, run in (("step 17", lambda: flash(q, k, v, at, kc, vc)), ("step 13", lambda: scores(q, k, v))):
+        peak, _ = _peak_above(run)
+        mb[name] = (peak - output) / 1e6
+    return dict(positions=N, scores_mb=H * N * N * 4 / 1e6, output_mb=output / 1e6, above_output_mb=mb)

@@ -263,3 +263,18 @@ def test_by_context_gives_the_pair_more_turns_and_keeps_each_ones_best(monkeypat
                              pair=("a", "b"), pair_rounds=5)
     assert turns == {"slow": [1, 1, 7, 7], "a": [1] * 5 + [7] * 5, "b": [1] * 5 + [7] * 5}
     assert rates == {"slow": [4.0, 4.0], "a": [20.0, 20.0], "b": [40.0, 40.0]}
+
+
+def test_peak_memory_of_a_call_sees_a_buffer_it_touches_and_frees():
+    """bench --memory's measure: a call that fills and drops a 48 MB buffer peaks 48 MB above where it
+    started and keeps nothing; a call that allocates nothing peaks at nothing."""
+    import sys
+
+    from bench.flash import _peak_above
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("Linux's /proc/self/clear_refs")
+    peak, kept = _peak_above(lambda: np.ones(12 * 2**20, np.float32).sum())
+    assert 48e6 <= peak < 60e6 and kept < 8e6, (peak, kept)
+    peak, _ = _peak_above(lambda: None)
+    assert peak < 2e6, peak
