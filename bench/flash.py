@@ -17,6 +17,7 @@ the fastest decode step's time goes.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -206,7 +207,6 @@ def fast_split(folder: Path, config, past: int = 1000, repeats: int = 40) -> dic
                 rest_ms=ms["step"] - ms["products"] - ms["attention"] - ms["small"])
 
 
-
 def _peak_above(run) -> tuple[float, float]:
     """(bytes resident at the peak of `run()` above before it, bytes still resident after): Linux's peak RSS,
     reset before the call through /proc/self/clear_refs."""
@@ -222,13 +222,11 @@ def _peak_above(run) -> tuple[float, float]:
 
 
 def prefill_memory(config) -> dict | None:
-    """One layer's attention at T = n_positions (P = 0) through solution 17's kernel and through step 13's
-    scores (materialised [B, H, T, T], masked, softmaxed), each compiled, then called once: the memory its
-    first call takes above its output [1, H, T, D] at the peak, in MB, and a layer's scores' size. A call
-    that stores the scores needs them; one that does not needs a few tiles. MAX keeps what a call allocated
-    for the next, so only a process's first calls tell: run it in a fresh process. None off Linux."""
-    import math
-
+    """One layer's attention at T = n_positions (P = 0) through solution 17's kernel and as step 13 writes it
+    (q k^T [B, H, T, T], masked, softmaxed, times v: what MAX's compiler makes of that), each compiled, then
+    called once: the memory its first call takes above its output [1, H, T, D] at the peak, in MB, and the
+    size of a layer's scores for scale. MAX keeps what a call allocated for the next, so only a process's
+    first calls tell: run it in a fresh process. None off Linux."""
     from max.experimental import functional as F
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
