@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.matvec import _alternating, _int8_products
 from runtime.bandwidth import settled
-from runtime.compiling import compile_flash, prefill_then_decode
+from runtime.compiling import compile_flash, compile_module, prefill_then_decode
 from runtime.decoding import greedy_with_cache, in_place
 from runtime.quantize import dequantized_tensors
 
@@ -231,7 +231,6 @@ def prefill_memory(config) -> dict | None:
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
 
-    from runtime.compiling import compile_module
     from solutions.solution_02 import causal_mask
     from solutions.solution_17 import flash_attention
 
