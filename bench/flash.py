@@ -17,7 +17,6 @@ the fastest decode step's time goes.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -222,16 +221,16 @@ def _peak_above(run) -> tuple[float, float]:
 
 
 def prefill_memory(config) -> dict | None:
-    """One layer's attention at T = n_positions (P = 0) through solution 17's kernel and as step 13 writes it
-    (q k^T [B, H, T, T], masked, softmaxed, times v: what MAX's compiler makes of that), each compiled, then
+    """One layer's attention at T = n_positions (P = 0) through solution 17's kernel and as steps 07 and 13
+    write it (solution 07's _attn: q k^T [B, H, T, T], masked, softmaxed, times v: what MAX's compiler makes
+    of that), each compiled, then
     called once: the memory its first call takes above its output [1, H, T, D] at the peak, in MB, and the
     size of a layer's scores for scale. MAX keeps what a call allocated for the next, so only a process's
     first calls tell: run it in a fresh process. None off Linux."""
-    from max.experimental import functional as F
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
 
-    from solutions.solution_02 import causal_mask
+    from solutions.solution_07 import GPT2MultiHeadAttention
     from solutions.solution_17 import flash_attention
 
     if not Path("/proc/self/clear_refs").exists():
@@ -242,10 +241,12 @@ def prefill_memory(config) -> dict | None:
         def forward(self, q, k, v, past, k_cache, v_cache):
             return flash_attention(q, k, v, k_cache, v_cache, past)
 
-    class Scores(Module):  # step 13's attention at P = 0: every score of a head stored
+    class Scores(Module):  # the scores written whole, as step 07's attention (and step 13's at P = 0) does
+        def __init__(self):
+            self.attn = GPT2MultiHeadAttention(config)
+
         def forward(self, q, k, v):
-            mask = causal_mask(q.shape[-2], 0, dtype=q.dtype, device=q.device)
-            return F.softmax(q @ k.transpose(-1, -2) / math.sqrt(D) + mask, axis=-1) @ v
+            return self.attn._attn(q, k, v)
 
     new = (np.zeros((1, H, N, D), np.float32), ("batch", None, "seq", None))
     cache = (np.zeros((1, H, N, D), np.float32), ("batch", None, None, None))
