@@ -64,12 +64,12 @@ def _decoder(run, config) -> Decoder:
 
 def flash_runs(folder: Path, config) -> dict[str, Decoder]:
     """Solution 17's two decodes, compiled (about two minutes on 2 cores the first time)."""
-    from solutions.solution_17 import GPT2Flash, GPT2FlashQ8
+    from solutions.solution_17 import CACHE_DTYPE, GPT2Flash, GPT2FlashQ8
 
     started = time.perf_counter()
-    flash = compile_flash(GPT2Flash(_model(folder, config, False)), config)
-    prefill = compile_flash(GPT2Flash(_model(folder, config, True)), config)
-    decode = compile_flash(GPT2FlashQ8(_model(folder, config, True)), config, seq=1)
+    flash = compile_flash(GPT2Flash(_model(folder, config, False)), config, cache_dtype=CACHE_DTYPE)
+    prefill = compile_flash(GPT2Flash(_model(folder, config, True)), config, cache_dtype=CACHE_DTYPE)
+    decode = compile_flash(GPT2FlashQ8(_model(folder, config, True)), config, seq=1, cache_dtype=CACHE_DTYPE)
     print(f"FlashAttention graphs compiled in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return {"flash": _decoder(flash, config), "fast": _decoder(prefill_then_decode(prefill, decode), config)}
 
@@ -163,7 +163,7 @@ def _attentions(config, past: int):
     from max.experimental.nn import Module
     from max.graph import TensorType
 
-    from solutions.solution_17 import flash_attention
+    from solutions.solution_17 import CACHE_DTYPE, flash_attention
 
     H, D, N, L = config.n_head, config.n_embd // config.n_head, config.n_positions, config.n_layer
 
@@ -174,7 +174,7 @@ def _attentions(config, past: int):
             return q
 
     new = TensorType(DType.float32, [1, H, 1, D], device=CPU())
-    caches = [TensorType(DType.float32, [1, H, N, D], device=CPU())] * (2 * L)
+    caches = [TensorType(CACHE_DTYPE, [1, H, N, D], device=CPU())] * (2 * L)
     return Attentions().compile(new, TensorType(DType.int64, [1], device=CPU()), *caches)
 
 
@@ -184,14 +184,15 @@ def fast_split(folder: Path, config, past: int = 1000, repeats: int = 40) -> dic
     reshapes and transposes of the heads, the embeddings, the calls between ops)."""
     from max.experimental.tensor import Tensor
 
-    from solutions.solution_17 import GPT2FlashQ8
+    from solutions.solution_17 import CACHE_DTYPE, GPT2FlashQ8
 
     rng = np.random.default_rng(0)
     H, D = config.n_head, config.n_embd // config.n_head
     model = _model(folder, config, True)
-    step = compile_flash(GPT2FlashQ8(model), config, seq=1)
+    step = compile_flash(GPT2FlashQ8(model), config, seq=1, cache_dtype=CACHE_DTYPE)
     shape = (1, H, config.n_positions, D)
-    caches = [Tensor.from_dlpack(rng.standard_normal(shape, dtype=np.float32) * 0.5) for _ in range(2 * config.n_layer)]
+    caches = [Tensor.from_dlpack((rng.standard_normal(shape, dtype=np.float32) * 0.5).astype(CACHE_DTYPE.to_numpy()))
+              for _ in range(2 * config.n_layer)]
     ids, at = Tensor.from_dlpack(np.array([[1]], np.int64)), Tensor.from_dlpack(np.array([past], np.int64))
     products, attentions = _int8_products(config), _attentions(config, past)
     small = _small_ops(_model(folder, config, False), config)

@@ -162,10 +162,12 @@ def _fast(solutions: bool, checkpoint, eleven):
         return model
 
     def build():
-        prefill = compile_flash(seventeen.GPT2Flash(load(sixteen is not None)), config)
+        dtype = seventeen.empty_flash_cache(config, 1)[0].dtype  # the caches generate_flash will make
+        prefill = compile_flash(seventeen.GPT2Flash(load(sixteen is not None)), config, cache_dtype=dtype)
         if sixteen is None:
             return prefill
-        return prefill_then_decode(prefill, compile_flash(seventeen.GPT2FlashQ8(load(True)), config, seq=1))
+        return prefill_then_decode(prefill, compile_flash(seventeen.GPT2FlashQ8(load(True)), config, seq=1,
+                                                          cache_dtype=dtype))
 
     try:
         run = call(build, timeout=0)

@@ -6,7 +6,7 @@
                                             -> logits [batch, V], 2L caches [batch, H, past + seq, D]
     compile_decode(module, config)          the same for one position: ids [batch, 1]
     compile_flash(module, config)           ids [batch, seq], past [1] int64, 2L caches [batch, H, N, D] written
-                                            in place (N = n_positions) -> logits [batch, V]
+                                            in place (N = n_positions; float32 or float16) -> logits [batch, V]
     prefill_then_decode(prefill, decode)    one callable: the prompt through one graph, each step the other
 
 Every size a model is asked at is a symbolic dimension (BATCH, SEQ, PAST), so one graph serves every
@@ -132,13 +132,15 @@ def prefill_then_decode(prefill, decode):
     return run
 
 
-def compile_flash(module, config, *, seq: int | None = None):
+def compile_flash(module, config, *, seq: int | None = None, cache_dtype=np.float32):
     """`module` (step 17's GPT2Flash around a loaded GPT2LMHeadModel) compiled: int64 ids [batch, seq] (both
     symbolic; `seq` fixes the positions a call takes, 1 for a decode-only graph), past [1] int64 and 2L
-    float32 caches [batch, H, n_positions, D], which it writes in place."""
+    caches [batch, H, n_positions, D] of `cache_dtype` (numpy's or MAX's: float32, or float16 when the
+    learner's empty_flash_cache makes those), which it writes in place."""
     ids = (np.zeros((1, seq or 1), np.int64), (BATCH, None if seq else SEQ))
     past = (np.zeros(1, np.int64), (None,))
-    cache = (np.zeros((1, config.n_head, config.n_positions, config.n_embd // config.n_head), np.float32),
+    dtype = cache_dtype.to_numpy() if hasattr(cache_dtype, "to_numpy") else cache_dtype
+    cache = (np.zeros((1, config.n_head, config.n_positions, config.n_embd // config.n_head), dtype),
              (BATCH, None, None, None))
     return compile_module(module, [ids, past] + [cache] * (2 * config.n_layer))
 

@@ -14,7 +14,9 @@ D = head_dim:
                          -> [B, H, T, D]: each new query over keys 0 .. P + t; the kernel first writes
                          k and v into the caches at positions P .. P+T-1
     empty_flash_cache  config, batch_size -> 2L caches [B, H, N, D] of zeros (keys and values, layer by
-                         layer, as step 13's)
+                         layer, as step 13's): float32, or float16 (half the bytes a decode step reads,
+                         as llama.cpp keeps its cache; the check then runs your kernel on float16
+                         caches and rounds Hugging Face's keys and values the same way)
     GPT2Flash          your step 11 model run as step 13's forward runs it, attention through your kernel:
                          input_ids [B, T], past [1] int64,
                          *cache -> logits [B, V] (the last position's); prefill and decode alike
@@ -29,7 +31,9 @@ the caches [batch, H, N, D], and calls it with the same cache tensors every time
 but the logits, and nothing is copied.
 
 Facts you cannot guess (MAX 26.7), beside step 15's:
-- `custom.TemplateType(DType.int64, [1])` declares an int64 input of one value.
+- `custom.TemplateType(DType.int64, [1])` declares an int64 input of one value;
+  `custom.TemplateType(custom.DTypeVar("cache"), [b, h, n, d])` an input of either dtype (the inputs
+  sharing a DTypeVar must agree at a call).
 - `Tensor.arange(0, T, dtype=DType.int64, device=d) + past` is the positions P .. P+T-1 as a tensor;
   `F.gather(table, positions, axis=0)` their rows of a table (your step 06 takes P as a number, which
   a compiled graph does not have here: past is a tensor).
@@ -59,7 +63,7 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: T
 
 
 def empty_flash_cache(config, batch_size: int) -> list[Tensor]:
-    """2L caches [B, H, n_positions, D] of zeros, float32: allocated once, written in place."""
+    """2L caches [B, H, n_positions, D] of zeros, float32 (or float16): allocated once, written in place."""
     # TODO: as step 13's empty_cache, with room for n_positions.
     raise NotImplementedError("step 17: empty_flash_cache")
 

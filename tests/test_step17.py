@@ -39,14 +39,17 @@ def _said(part) -> str:
 
 @pytest.mark.heavy
 @pytest.mark.xdist_group("step17-solution")  # one worker: the second stand-in reuses the first's compiles
-@pytest.mark.parametrize("standin", STANDINS)
-def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin):
+@pytest.mark.parametrize("standin, cache", list(zip(STANDINS, ("float16", "float32"))))
+def test_solution_passes_with_margin(checkpoints, record_property, step_folder, standin, cache):
+    """The solution (float16 caches) on one stand-in, and with float32 caches on the other: a learner may keep
+    either, and the kernel, the model and the int8 decode are judged on that dtype."""
     path = step_folder / "step_17.py"
-    path.write_text(solution_source("17"))
+    path.write_text(mutate(solution_source("17"), "CACHE_DTYPE = DType.float16", f"CACHE_DTYPE = DType.{cache}"))
     add_kernel(path, "17")
     report = step17.check(path, checkpoints[standin])
     assert_passes_with_margin(report, "17", standin, record_property)
     assert "step 13" in report.part("timing").summary, report.render()
+    assert f"MB ({cache})" in report.render(), report.render()  # the timing part read the learner's dtype
 
 
 @pytest.mark.heavy
@@ -80,10 +83,13 @@ def test_the_skeleton_python_is_todo(checkpoint):
     assert not report.ok and any(p.status == TODO for p in report.parts), report.render()
 
 
-def test_the_right_outputs_pass_and_each_mistake_is_named_from_its_outputs():
-    """The judge on what a kernel computes: the right outputs and caches pass with the margin the solution
-    keeps; each catalogued mistake's are named as it, however the kernel cuts the keys for CUT's."""
-    inputs = step17_kernel.arrays()
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_the_right_outputs_pass_and_each_mistake_is_named_from_its_outputs(dtype):
+    """The judge on what a kernel computes, on caches of either dtype a learner may keep: the right outputs
+    and caches pass with the margin the solution keeps; each catalogued mistake's are named as it, however
+    the kernel cuts the keys for CUT's."""
+    inputs = step17_kernel.arrays(np.dtype(dtype))
+    assert all(a[3].dtype == dtype and a[4].dtype == dtype for a in inputs.values())
     right = step17_kernel.judge(inputs, _results({name: expected(*a) for name, a in inputs.items()}))
     assert right.status == PASS and right.margin < 0.01, right
     for mistake in CATALOGUE:
@@ -185,10 +191,33 @@ def test_one_tensor_listed_as_every_cache_is_said(checkpoint):
     config = checkpoint.learner_config()
     shape = (1, config.n_head, config.n_positions, config.n_embd // config.n_head)
     one = Tensor.from_dlpack(np.zeros(shape, np.float32))
-    assert _caches_problem([one] * (2 * config.n_layer), config).startswith(
+    f32 = np.dtype(np.float32)
+    assert _caches_problem([one] * (2 * config.n_layer), config, f32).startswith(
         f"empty_flash_cache returned {2 * config.n_layer} caches but only 1 distinct tensor:")
     assert _caches_problem([Tensor.from_dlpack(np.zeros(shape, np.float32)) for _ in range(2 * config.n_layer)],
-                           config) is None
+                           config, f32) is None
+    mixed = [Tensor.from_dlpack(np.zeros(shape, np.float16 if i == 0 else np.float32))
+             for i in range(2 * config.n_layer)]
+    assert "empty_flash_cache's cache 1 is float32" in _caches_problem(mixed, config, np.dtype(np.float16))
+
+
+def test_the_reference_rounds_keys_and_values_as_a_float16_cache_holds_them(checkpoint):
+    """cache_rounded: Hugging Face's keys and values rounded to float16 as they leave c_attn, its queries not;
+    a float32 cache leaves the model as it was."""
+    import torch
+
+    from checker.steps.step17.model import cache_rounded
+    from runtime.hf import load_hf_model
+
+    hf = load_hf_model(checkpoint)
+    assert cache_rounded(hf, np.dtype(np.float32)) is hf
+    x = torch.randn(1, 3, hf.config.n_embd)
+    plain = hf.transformer.h[0].attn.c_attn(x)
+    rounded = cache_rounded(hf, np.dtype(np.float16)).transformer.h[0].attn.c_attn(x)
+    C = hf.config.n_embd
+    assert torch.equal(rounded[..., :C], plain[..., :C])
+    assert torch.equal(rounded[..., C:], plain[..., C:].half().float())
+    assert not torch.equal(rounded, plain)
 
 
 def test_where_greedy_ids_part_is_said_with_both_windows_alike():

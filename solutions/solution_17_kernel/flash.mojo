@@ -2,14 +2,17 @@
 
 Shapes: q, k, v [B, H, T, D] (the new positions' queries, keys and values), k_cache and v_cache
 [B, H, N, D] (N = n_positions, allocated once), past [1] int64 = P (the positions already cached),
-result [B, H, T, D]. The new keys and values are stored at positions P .. P+T-1 of the caches, then
+result [B, H, T, D]. The caches are float32 or float16 (half the bytes to read at decode, as llama.cpp
+keeps its cache): a key is stored rounded to the cache's dtype and read back as float32, the
+arithmetic all float32. The new keys and values are stored at positions P .. P+T-1 of the caches, then
 query t (position P + t) attends to keys 0 .. P + t with the online softmax: over tiles of TILE keys,
 a running maximum m, a running sum l and an accumulator acc [D], both rescaled by exp(m_old - m_new)
 whenever a tile raises the maximum; result = acc / l. No [T, P + T] score matrix is ever stored: a
 tile's scores, TILE of them, are all a query holds.
 
 The work: a task per (b, h, band of QROWS queries); the band's queries go one after another over the
-same keys, which stay in the core's cache. A query's scaled q and its accumulator are kept in vectors
+same keys, which stay in the core's cache. At decode the tasks are dealt out in as many runs as the CPU
+has threads: a task handed to a thread costs microseconds, a head's decode not many more. A query's scaled q and its accumulator are kept in vectors
 of W floats, W the CPU's own vector width. At decode (T = 1) the B * H tasks may be fewer than the
 CPU's threads: each head's keys are then split too (flash-decoding), every split keeping its own
 (m, l, acc), combined exactly at the end:
@@ -47,8 +50,8 @@ struct GPT2FlashAttention:
         q: InputTensor[dtype=DType.float32, rank=4, ...],
         k: InputTensor[dtype=DType.float32, rank=4, ...],
         v: InputTensor[dtype=DType.float32, rank=4, ...],
-        k_cache: InputTensor[dtype=DType.float32, rank=4, ...],
-        v_cache: InputTensor[dtype=DType.float32, rank=4, ...],
+        k_cache: InputTensor[rank=4, ...],  # float32 or float16
+        v_cache: InputTensor[dtype=k_cache.dtype, rank=4, ...],
         past: InputTensor[dtype=DType.int64, rank=1, ...],
         ctx: DeviceContext,
     ) raises:
@@ -68,8 +71,8 @@ struct GPT2FlashAttention:
             for t in range(T):
                 var to, source = (i * N + P + t) * D, (i * T + t) * D
                 for e in range(0, D, W):
-                    kc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e))
-                    vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e))
+                    kc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())
+                    vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())
 
         if T > 1:  # prefill: every band reads keys other bands' queries bring, so all are stored first
             sync_parallelize(store, heads)
@@ -109,7 +112,7 @@ struct GPT2FlashAttention:
                         var dot = SIMD[DType.float32, W](0)
                         var key = keys + (j0 + j) * D
                         comptime for e in range(DV):
-                            dot = qv[e].fma(kc.unsafe_load[width=W](key + e * W), dot)
+                            dot = qv[e].fma(kc.unsafe_load[width=W](key + e * W).cast[DType.float32](), dot)
                         var score = dot.reduce_add()
                         s[unsafe_offset=j] = score
                         tile_max = max(tile_max, score)
@@ -130,7 +133,8 @@ struct GPT2FlashAttention:
                         l += p
                         var value = values + (j0 + j) * D
                         comptime for e in range(DV):
-                            acc[e] = vc.unsafe_load[width=W](value + e * W).fma(SIMD[DType.float32, W](p), acc[e])
+                            var vv = vc.unsafe_load[width=W](value + e * W).cast[DType.float32]()
+                            acc[e] = vv.fma(SIMD[DType.float32, W](p), acc[e])
                     m = new_m
                     j0 += count
                 if splits == 1:
@@ -145,7 +149,15 @@ struct GPT2FlashAttention:
                         accs.unsafe_store(at * D + e * W, acc[e])
             s.free()
 
-        sync_parallelize(task, heads * bands * splits)
+        var tasks = heads * bands * splits
+        var runs = min(tasks, num_logical_cores()) if T == 1 else tasks  # prefill: uneven bands, a task each
+        var per_run = (tasks + runs - 1) // runs
+
+        def run(r: Int) {imm}:
+            for n in range(r * per_run, min((r + 1) * per_run, tasks)):
+                task(n)
+
+        sync_parallelize(run, runs)
 
         def combine(head: Int) {imm}:  # decode: the head's splits' (m, l, acc) into its output
             var top = NEG_INF

@@ -35,6 +35,10 @@ Facts you cannot guess (MAX 26.7 and its Mojo), beside step 15's:
 - `Float32.MIN` is the most negative float32 (exp(Float32.MIN - m) is 0); `Int(t.unsafe_ptr()[unsafe_offset=0])`
   reads an int64 tensor's first value.
 - `from std.sys.info import num_logical_cores`: the CPU's threads, for how many tasks to make.
+- Caches in float16 (optional; your empty_flash_cache decides): declare them
+  `k_cache: InputTensor[rank=4, ...]` and `v_cache: InputTensor[dtype=k_cache.dtype, rank=4, ...]`,
+  so the kernel is built for the dtype it is handed; store with `x.cast[k_cache.dtype]()`, compute with
+  `kc.unsafe_load[width=W](i).cast[DType.float32]()`.
 
 Read: the book's page for this step (book/docs/steps/17.md).
 Check: pixi run s17        Stuck? pixi run s17 --hint

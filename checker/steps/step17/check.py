@@ -30,7 +30,7 @@ from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.mojo import REPEATS
 from checker.steps.step15.decode import NEW_TOKENS
 from checker.steps.step17.kernel import kernel_part
-from checker.steps.step17.model import generate_part, int8_part, model_part
+from checker.steps.step17.model import cache_dtype, generate_part, int8_part, model_part
 from checker.steps.step17.reference import KERNEL, kernel_cases
 from checker.steps.step17.timing import timing_part
 from runtime.checkpoints import Checkpoint
@@ -49,20 +49,21 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, _ = opened
-    if kernel_part(run, path).status != PASS:
+    dtype = cache_dtype(run, step, config)  # the learner's caches' dtype: the kernel is run on caches of it
+    if kernel_part(run, path, dtype).status != PASS:
         return run.finish("runs once the kernel passes")
     eleven = used_modules(step).get("11")
     if eleven is None:
         run.add(Part("model", FAIL, "step 17 builds on your step 11: import GPT2LMHeadModel and load_hf_weights from "
                      "steps.step_11"))
         return run.finish("runs once the model passes")
-    compiled = model_part(run, step, eleven, checkpoint)
+    compiled = model_part(run, step, eleven, checkpoint, dtype)
     if compiled is None:
         return run.finish("runs once the model passes")
-    if generate_part(run, step, compiled, checkpoint).status == PASS:
-        int8_part(run, step, eleven, path, checkpoint)
+    if generate_part(run, step, compiled, checkpoint, dtype).status == PASS:
+        int8_part(run, step, eleven, path, checkpoint, dtype)
         try:
-            run.add(run.call(timing_part, step, config))
+            run.add(run.call(timing_part, step, config, dtype))
         except LearnerError as e:
             run.add(Part("timing", PASS, f"a report, not a verdict: not measured ({e})"))
     return run.finish("runs once the model and generate pass")

@@ -25,9 +25,9 @@ INDICES = ("q, k, v [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] 
            "key j at ((b * H + h) * N + j) * D, and P + T at most N")
 
 
-def arrays() -> dict[str, list[np.ndarray]]:
-    """Each case's inputs: q, k, v, k_cache, v_cache, past."""
-    return {case[0]: case_arrays(case, SEED) for case in kernel_cases()}
+def arrays(dtype: np.dtype = np.dtype(np.float32)) -> dict[str, list[np.ndarray]]:
+    """Each case's inputs: q, k, v, k_cache, v_cache (of `dtype`: the learner's caches'), past."""
+    return {case[0]: case_arrays(case, SEED, dtype) for case in kernel_cases()}
 
 
 def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndarray, P: int, T: int,
@@ -46,12 +46,12 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
     return f"{what} differs at positions {listed} on {name} (the new ones are {P} .. {P + T - 1})"
 
 
-def kernel_part(run: StepRun, path: Path) -> Part:
-    """The kernel part: the learner's kernel run, then judged."""
+def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)) -> Part:
+    """The kernel part: the learner's kernel run on caches of `dtype` (their empty_flash_cache's), then judged."""
     print("(building your Mojo kernel and running it in a separate process: about a minute after a change to "
           "flash.mojo on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
-    inputs = arrays()
-    about = {name: f"{name} (q [{B}, {H}, {T}, {D}], caches [{B}, {H}, {N}, {D}], past {P})"
+    inputs = arrays(dtype)
+    about = {name: f"{name} (q [{B}, {H}, {T}, {D}], caches {dtype} [{B}, {H}, {N}, {D}], past {P})"
              for name, B, H, T, P, D, N, _ in kernel_cases()}
     try:
         results = run_kernel(path, "flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3, 4),

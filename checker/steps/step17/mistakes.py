@@ -99,10 +99,10 @@ CACHE_SWAPPED = Mistake(
     "cache-swapped", "the new keys were written into the value cache and the new values into the key cache",
     "k goes to k_cache, v to v_cache: the order of the op's inputs is q, k, v, k_cache, v_cache, past.",
     _swapped,
-    Edit(("kc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e))",
-          "vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e))"),
-         ("kc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e))",
-          "vc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e))"), file=KERNEL))
+    Edit(("kc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())",
+          "vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())"),
+         ("kc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())",
+          "vc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())"), file=KERNEL))
 
 # Those whose output depends on how the kernel cuts the keys, and those that do not; those known by the caches
 # they leave alone (their output depends on when a task reads what another writes).

@@ -53,19 +53,54 @@ def _long_logits(hf, ids: list[int]) -> np.ndarray:
         return hf(torch.tensor([ids])).logits[0, -1].double().numpy()
 
 
-def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
+def cache_dtype(run: StepRun, step, config) -> np.dtype:
+    """The dtype of the caches the learner's empty_flash_cache makes: float16 when it makes float16 ones,
+    else float32 (also when it is not written yet, or fails: the model part says why)."""
+    try:
+        caches = run.call(step.empty_flash_cache, config, 1)
+        first = np.from_dlpack(caches[0]).dtype
+    except Exception:  # noqa: BLE001 - the learner's function, judged in the model part
+        return np.dtype(np.float32)
+    return np.dtype(np.float16) if first == np.float16 else np.dtype(np.float32)
+
+
+def cache_rounded(hf, dtype: np.dtype):
+    """`hf` whose keys and values are rounded to `dtype` as they leave c_attn, as a cache of that dtype stores
+    them (q and the arithmetic stay float32): Hugging Face computing what a float16 cache computes. `hf` itself
+    for float32."""
+    import torch
+
+    if dtype == np.float32:
+        return hf
+    torch_dtype = {np.dtype(np.float16): torch.float16}[np.dtype(dtype)]
+
+    def rounded(module, inputs, output):
+        width = output.shape[-1] // 3
+        return torch.cat([output[..., :width], output[..., width:].to(torch_dtype).to(output.dtype)], dim=-1)
+
+    for block in hf.transformer.h:
+        block.attn.c_attn.register_forward_hook(rounded)
+    return hf
+
+
+def _against(dtype: np.dtype) -> str:
+    """How the reference was computed, for a report."""
+    return "" if dtype == np.float32 else " (its keys and values rounded to float16, as your caches hold them)"
+
+
+def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dtype):
     """Returns the compiled GPT2Flash when the part passes, else None after recording why."""
     config = checkpoint.learner_config()
     prompt = prompt_of(config, PROMPT_LENGTH, 17)
     print("(running your GPT2Flash op by op: seconds; then, if it is right, compiled as pixi run gpt2 runs it: "
           "about a minute after a change on 2 cores)", file=sys.stderr, flush=True)
-    hf = load_hf_model(checkpoint)
+    hf = cache_rounded(load_hf_model(checkpoint), dtype)
     reference = DecodeReference(hf, prompt)
     try:
         eager = run.call(step.GPT2Flash, run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights,
                                                   checkpoint))
         caches = run.call(step.empty_flash_cache, config, 1)
-        problem = _caches_problem(caches, config)
+        problem = _caches_problem(caches, config, dtype)
         if problem:
             run.add(Part("model", FAIL, problem))
             return None
@@ -80,12 +115,12 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
         verdict, problems = failed
         problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
                                     attention=lambda i: ATTENTION, logits=(np.stack(decoded), reference.logits(ids)))
-        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face at decode: "
-                     f"{verdict.summary}", problems, margin=verdict.margin))
+        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face{_against(dtype)} at "
+                     f"decode: {verdict.summary}", problems, margin=verdict.margin))
         return None
     try:
         compiled = run.call(compile_flash, run.call(step.GPT2Flash, run.call(
-            load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)), config)
+            load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)), config, cache_dtype=dtype)
         long = prompt_of(config, config.n_positions, 171)
         logits = run.call(lambda: np.from_dlpack(compiled(*_inputs(long, 0), *step.empty_flash_cache(config, 1))))
         ids, decoded = run.call(greedy_steps, in_place(compiled, step.empty_flash_cache(config, 1)), config,
@@ -97,7 +132,8 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
                     tol=DECODE)
     if not whole.ok:
         run.add(Part("model", FAIL, f"compiled, the last logits of a prompt of {config.n_positions} positions (the "
-                     f"whole context) differ from Hugging Face's: {whole.summary}", whole.details, margin=whole.margin))
+                     f"whole context) differ from Hugging Face's{_against(dtype)}: {whole.summary}", whole.details,
+                     margin=whole.margin))
         return None
     if (failed := reference.problems(ids, decoded)) is not None:
         verdict, problems = failed
@@ -107,7 +143,8 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint):
     verdict = reference.verdict(ids, decoded)
     margin = max(whole.margin or 0.0, verdict.margin or 0.0)
     run.add(Part("model", PASS, f"the last logits of a {config.n_positions}-position prompt, {NEW_TOKENS - 1} decode "
-                 f"steps and {NEW_TOKENS} greedy ids, op by op and compiled, match Hugging Face: {whole.summary}; "
+                 f"steps and {NEW_TOKENS} greedy ids, op by op and compiled, match Hugging Face{_against(dtype)}: "
+                 f"{whole.summary}; "
                  f"{verdict.summary}", margin=margin))
     return compiled
 
@@ -118,7 +155,7 @@ def _inputs(ids: list[int], past: int):
     return Tensor.from_dlpack(np.array([ids], np.int64)), Tensor.from_dlpack(np.array([past], np.int64))
 
 
-def _caches_problem(caches, config) -> str | None:
+def _caches_problem(caches, config, dtype: np.dtype) -> str | None:
     """What is wrong with what empty_flash_cache returned, or None."""
     from max.experimental.tensor import Tensor
 
@@ -128,9 +165,11 @@ def _caches_problem(caches, config) -> str | None:
                 f"{f' of {len(caches)}' if isinstance(caches, (list, tuple)) else ''}, expected a list of "
                 f"{2 * config.n_layer} caches: a key cache and a value cache per block")
     for i, c in enumerate(caches):
-        if not isinstance(c, Tensor) or [int(d) for d in c.shape] != want:
-            shape = [int(d) for d in c.shape] if isinstance(c, Tensor) else type(c).__name__
-            return f"empty_flash_cache's cache {i} is {shape}, expected a float32 Tensor {want} [B, H, n_positions, D]"
+        if not isinstance(c, Tensor) or [int(d) for d in c.shape] != want or c.dtype.to_numpy() != dtype:
+            shape = (f"{np.dtype(c.dtype.to_numpy())} {[int(d) for d in c.shape]}" if isinstance(c, Tensor)
+                     else type(c).__name__)
+            return (f"empty_flash_cache's cache {i} is {shape}, expected a {dtype} Tensor {want} [B, H, n_positions, "
+                    f"D]: every cache float32, or every one float16")
     if (distinct := len({id(c) for c in caches})) < len(caches):
         return (f"empty_flash_cache returned {len(caches)} caches but only {distinct} distinct "
                 f"tensor{'s' * (distinct != 1)}: the kernel "
@@ -139,11 +178,11 @@ def _caches_problem(caches, config) -> str | None:
     return None
 
 
-def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint) -> Part:
+def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint, dtype: np.dtype) -> Part:
     """The learner's generate_flash: transformers' greedy ids, and a stop right after eos_token_id."""
     config = checkpoint.learner_config()
     prompt = prompt_of(config, PROMPT_LENGTH, 17)
-    theirs = DecodeReference(load_hf_model(checkpoint), prompt).theirs
+    theirs = DecodeReference(cache_rounded(load_hf_model(checkpoint), dtype), prompt).theirs
     try:
         ids = run.call(lambda: [int(t) for t in step.generate_flash(compiled, config, prompt, NEW_TOKENS)])
         eos = theirs[3]
@@ -162,7 +201,7 @@ def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint) -> Part:
                         "eos_token_id"))
 
 
-def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint) -> Part:
+def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: np.dtype) -> Part:
     """GPT2FlashQ8, optional: once the learner's step 16 passes, a prompt through GPT2Flash and each decode step
     through GPT2FlashQ8 on the same caches, compiled as `pixi run gpt2 --fast` runs them, against transformers
     on the same dequantised weights; every product of a decode step through step 16's int8 kernel."""
@@ -190,9 +229,9 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint) -> Part:
         return run.add(Part.from_error("int8", e))
     try:
         with counting_kernel_calls() as calls:
-            decode = run.call(compile_flash, quantized, config, seq=1)
+            decode = run.call(compile_flash, quantized, config, seq=1, cache_dtype=dtype)
         prefill = run.call(compile_flash, run.call(step.GPT2Flash, run.call(load_dequantized, eleven, checkpoint)),
-                           config)
+                           config, cache_dtype=dtype)
         both = prefill_then_decode(prefill, decode)
         ids, decoded = run.call(greedy_steps, in_place(both, step.empty_flash_cache(config, 1)), config,
                                 no_positions, prompt, NEW_TOKENS)
@@ -200,13 +239,14 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint) -> Part:
         return run.add(Part.from_error("int8", e))
     if (problem := kernel_calls_problem(calls, "gpt2_matvec_q8", config)) is not None:
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8: {problem}"))
-    reference = DecodeReference(hf_with(checkpoint), prompt)
+    reference = DecodeReference(cache_rounded(hf_with(checkpoint), dtype), prompt)
     if (failed := reference.problems(ids, decoded)) is not None:
         verdict, problems = failed
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps differ from transformers on the same "
-                            f"dequantised weights: {verdict.summary}", problems, margin=verdict.margin))
+                            f"dequantised weights{_against(dtype)}: {verdict.summary}", problems,
+                            margin=verdict.margin))
     verdict = reference.verdict(ids, decoded)
     return run.add(Part("int8", PASS, f"{NEW_TOKENS - 1} decode steps through GPT2FlashQ8 (every product int8) and "
-                        f"{NEW_TOKENS} greedy ids match transformers on the same dequantised weights: "
+                        f"{NEW_TOKENS} greedy ids match transformers on the same dequantised weights{_against(dtype)}: "
                         f"{verdict.summary}", margin=verdict.margin))
 

@@ -3,7 +3,8 @@ and attention computed as its known mistakes compute it (the online softmax done
 the sizes a learner may choose).
 
     kernel_cases()                   (name, B, H, T, P, D, N, magnitude) for each case
-    case_arrays(case, seed)          q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] (P positions filled)
+    case_arrays(case, seed, dtype)   q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] of dtype (P positions
+                                     filled)
     expected(q, k, v, kc, vc, P)     the output [B, H, T, D] and the caches after the call
 """
 
@@ -38,8 +39,8 @@ def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
     ]
 
 
-def case_arrays(case: tuple, seed: int) -> list[np.ndarray]:
-    """q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] (positions P.. zeros), past [1] int64.
+def case_arrays(case: tuple, seed: int, dtype: np.dtype = np.dtype(np.float32)) -> list[np.ndarray]:
+    """q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] of `dtype` (positions P.. zeros), past [1] int64.
 
     magnitude m scales q and k by |m| (scores ~ m^2 sqrt(D)); m < 0 makes every score of a query negative
     and large (q = -|m| x k's mean direction), where a maximum started at 0 loses them all."""
@@ -56,7 +57,7 @@ def case_arrays(case: tuple, seed: int) -> list[np.ndarray]:
         k_cache[:, :, :P] += 4 * abs(m)
         k += 4 * abs(m)
         q = -np.abs(q) - 4 * abs(m)
-    return [q, k, v, k_cache, v_cache, np.array([P], np.int64)]
+    return [q, k, v, k_cache.astype(dtype), v_cache.astype(dtype), np.array([P], np.int64)]
 
 
 def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:

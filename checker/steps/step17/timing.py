@@ -27,9 +27,9 @@ PREFILL_RUNS, DECODE_RUNS = 3, 30
 NAMES = {"yours": "your kernel", "step13": "step 13's", "max": "MAX's flash_attention_ragged", "torch": "torch's"}
 
 
-def _graphs(flash_attention, H: int, D: int, N: int, L: int):
-    """The learner's kernel and step 13's attention through L layers in one graph, each layer its own cache
-    (the inputs' sizes symbolic)."""
+def _graphs(flash_attention, H: int, D: int, N: int, L: int, dtype: np.dtype):
+    """The learner's kernel (on caches of `dtype`, as their empty_flash_cache makes them) and step 13's
+    attention through L layers in one graph, each layer its own cache (the inputs' sizes symbolic)."""
     from max.experimental import functional as F
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
@@ -53,7 +53,7 @@ def _graphs(flash_attention, H: int, D: int, N: int, L: int):
             return F.softmax(scores, axis=-1) @ values
 
     new = (np.zeros((1, H, 1, D), np.float32), ("batch", None, "seq", None))
-    cache = (np.zeros((1, H, N, D), np.float32), ("batch", None, None, None))
+    cache = (np.zeros((1, H, N, D), dtype), ("batch", None, None, None))
     past = (np.zeros((1, H, 0, D), np.float32), ("batch", None, "past", None))
     flash = compile_module(Flash(), [new, new, new, (np.zeros(1, np.int64), (None,)), *[cache] * (2 * L)])
     step13 = compile_module(Step13(), [new, new, new, *[past] * (2 * L)])
@@ -70,13 +70,13 @@ def _ms(t: float | None) -> str:
     return f"{t * 1e3:.3f} ms" if t is not None else "too fast to tell from a call's own cost here"
 
 
-def timing_part(step, config) -> Part:
+def timing_part(step, config, dtype: np.dtype = np.dtype(np.float32)) -> Part:
     """The report: prefill of the whole context and one decode step after it, through every layer."""
     import torch
     from max.experimental.tensor import Tensor
 
     H, D, N, L = config.n_head, config.n_embd // config.n_head, config.n_positions, config.n_layer
-    flash, step13 = _graphs(step.flash_attention, H, D, N, L)
+    flash, step13 = _graphs(step.flash_attention, H, D, N, L, dtype)
     maxs = MaxAttention(H, D, N, layers=L, requests=3)
     rng = np.random.default_rng(17)
 
@@ -86,14 +86,15 @@ def timing_part(step, config) -> Part:
     def torch_of(t):
         return torch.from_numpy(np.from_dlpack(t).copy())
 
-    caches = [tensor(1, H, N, D) for _ in range(2 * L)]
+    caches = [Tensor.from_dlpack(rng.standard_normal((1, H, N, D), dtype=np.float32).astype(dtype))
+              for _ in range(2 * L)]
     pasts = [tensor(1, H, N - 1, D) for _ in range(2 * L)]
     empty = [Tensor.from_dlpack(np.zeros((1, H, 0, D), np.float32))] * (2 * L)
     at = [Tensor.from_dlpack(np.array([p], np.int64)) for p in (0, N - 1)]
     q, k, v = tensor(1, H, N, D), tensor(1, H, N, D), tensor(1, H, N, D)
     q1, k1, v1 = tensor(1, H, 1, D), tensor(1, H, 1, D), tensor(1, H, 1, D)
     tq, tk, tv, tq1 = (torch_of(t) for t in (q, k, v, q1))
-    tcaches = [torch_of(c) for c in caches]
+    tcaches = [torch_of(c).float() for c in caches]
     max_prefill, max_alone, max_decode = maxs.call(0, N), maxs.call(0, 1), maxs.call(N - 1, 1)
 
     def torch_prefill():
@@ -121,13 +122,14 @@ def timing_part(step, config) -> Part:
         decode["torch"] = _layer(median_seconds(lambda: torch_decode(N), DECODE_RUNS),
                                  median_seconds(lambda: torch_decode(1), DECODE_RUNS), L)
     limit = read_bandwidth()
-    kv = 2 * H * N * D * 4  # one layer's keys and values at N positions, float32
+    kv = 2 * H * N * D * np.dtype(dtype).itemsize  # one layer's keys and values at N positions, as cached
     lines = [f"prefill, T = {N}, a layer: " + "; ".join(f"{NAMES[n]} {t * 1e3:.1f} ms" for n, t in prefill.items()),
              f"decode after {N - 1} positions, a layer: " + "; ".join(f"{NAMES[n]} {_ms(t)}" for n, t in
                                                                       decode.items())]
     yours = decode["yours"]
     if yours is not None:
-        lines.append(f"a layer's keys and values at decode: {kv / 1e6:.1f} MB, {kv / limit * 1e3:.3f} ms at the "
+        lines.append(f"a layer's keys and values at decode: {kv / 1e6:.1f} MB ({np.dtype(dtype)}), "
+                     f"{kv / limit * 1e3:.3f} ms at the "
                      f"{limit / 1e9:.1f} GB/s this machine reads now: your kernel reads them at "
                      f"{kv / yours / 1e9:.1f} GB/s, {kv / yours / limit:.0%} of it")
     lines += busy_note(busy)
