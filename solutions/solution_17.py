@@ -18,7 +18,8 @@ allocated once for the whole context; this file declares it to MAX and builds GP
 N = n_positions: the cache has room for the whole context, and a call writes positions past .. past+T-1.
 The caches are float16 (CACHE_DTYPE), as llama.cpp keeps its own: a decode step at the end of the context
 reads 37 MB of keys and values instead of 74, and the kernel computes in float32 all the same. The check
-compares with Hugging Face whose keys and values are rounded to the caches' dtype; float32 caches work too.
+has Hugging Face attend over what the caches hold, and holds that to its own keys and values; float32
+caches work too.
 """
 
 from collections.abc import Iterator

@@ -16,7 +16,7 @@ D = head_dim:
     empty_flash_cache  config, batch_size -> 2L caches [B, H, N, D] of zeros (keys and values, layer by
                          layer, as step 13's): float32, or float16 (half the bytes a decode step reads,
                          as llama.cpp keeps its cache; the check then runs your kernel on float16
-                         caches and rounds Hugging Face's keys and values the same way)
+                         caches, and holds what they store to Hugging Face's keys and values)
     GPT2Flash          your step 11 model run as step 13's forward runs it, attention through your kernel:
                          input_ids [B, T], past [1] int64,
                          *cache -> logits [B, V] (the last position's); prefill and decode alike

@@ -78,6 +78,20 @@ def test_a_model_off_outside_the_kernel_is_placed_at_its_piece_and_step(checkpoi
     assert "off on decode step 1 (position 9), decode step 2 (position 10)" in text, text
 
 
+@pytest.mark.heavy
+def test_keys_the_kernel_is_handed_wrong_are_said_by_the_cache_check(checkpoints, step_folder):
+    """GPT2Flash handing the kernel q for k: Hugging Face fed the caches attends as the learner does, so the
+    logits agree; the caches are not Hugging Face's keys, and the model part says which."""
+    path = step_folder / "step_17.py"
+    wrong = mutate(solution_source("17"), "heads = flash_attention(q, k, v,", "heads = flash_attention(q, q, v,")
+    path.write_text(wrong)
+    add_kernel(path, "17")
+    report = step17.check(path, checkpoints["synthetic"])
+    model, text = report.part("model"), report.render()
+    assert report.part("kernel").status == PASS and model.status == FAIL, text
+    assert "block 0's key cache does not hold Hugging Face's keys" in model.summary, text
+
+
 def test_the_skeleton_python_is_todo(checkpoint):
     report = step17.check(REPO / "steps" / "step_17.py", checkpoint)
     assert not report.ok and any(p.status == TODO for p in report.parts), report.render()
@@ -202,22 +216,76 @@ def test_one_tensor_listed_as_every_cache_is_said(checkpoint):
 
 
 def test_the_reference_rounds_keys_and_values_as_a_float16_cache_holds_them(checkpoint):
-    """cache_rounded: Hugging Face's keys and values rounded to float16 as they leave c_attn, its queries not;
-    a float32 cache leaves the model as it was."""
+    """rounded: inside, Hugging Face's keys and values rounded to float16 as they leave c_attn, its queries not;
+    outside, and for a float32 cache, the model as it was."""
     import torch
 
-    from checker.steps.step17.model import cache_rounded
+    from checker.steps.step17.model import rounded
     from runtime.hf import load_hf_model
 
     hf = load_hf_model(checkpoint)
-    assert cache_rounded(hf, np.dtype(np.float32)) is hf
     x = torch.randn(1, 3, hf.config.n_embd)
-    plain = hf.transformer.h[0].attn.c_attn(x)
-    rounded = cache_rounded(hf, np.dtype(np.float16)).transformer.h[0].attn.c_attn(x)
-    C = hf.config.n_embd
-    assert torch.equal(rounded[..., :C], plain[..., :C])
-    assert torch.equal(rounded[..., C:], plain[..., C:].half().float())
-    assert not torch.equal(rounded, plain)
+    c_attn, C = hf.transformer.h[0].attn.c_attn, hf.config.n_embd
+    plain = c_attn(x)
+    with rounded(hf, np.dtype(np.float32)):
+        assert torch.equal(c_attn(x), plain)
+    with rounded(hf, np.dtype(np.float16)):
+        inside = c_attn(x)
+    assert torch.equal(inside[..., :C], plain[..., :C])
+    assert torch.equal(inside[..., C:], plain[..., C:].half().float())
+    assert not torch.equal(inside, plain)
+    assert torch.equal(c_attn(x), plain)
+
+
+def _caches_of(hf, ids: list[int], dtype) -> tuple[list, list[np.ndarray]]:
+    """`hf`'s keys and values for `ids`, as a learner's caches 2L x [1, H, N, D] of `dtype` hold them:
+    the Tensors, and the numpy arrays they share memory with."""
+    import torch
+    from max.experimental.tensor import Tensor
+
+    config = hf.config
+    H, D = config.n_head, config.n_embd // config.n_head
+    caches = [np.zeros((1, H, config.n_positions, D), dtype) for _ in range(2 * config.n_layer)]
+    past = hf(torch.tensor([ids]), use_cache=True).past_key_values
+    for i in range(config.n_layer):
+        k, v = (t.numpy() for t in (past.layers[i].keys, past.layers[i].values))  # [1, H, T, D]
+        caches[2 * i][:, :, :len(ids)], caches[2 * i + 1][:, :, :len(ids)] = k, v
+    return [Tensor.from_dlpack(c) for c in caches], caches
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_hugging_face_fed_its_own_caches_computes_its_logits_and_a_wrong_cache_is_said(checkpoint, dtype):
+    """fed: Hugging Face attending over caches holding its own keys and values gives its own logits, those of
+    its keys and values rounded as the caches' dtype holds them (the rounding alone moves the synthetic
+    checkpoint's logits 7e-3, near DECODE: the check compares with the same rounding, never with plain float32);
+    `cached` passes those caches, and says which block's which cache holds keys off (a learner storing q for k:
+    the logits of a fed Hugging Face cannot show it)."""
+    import torch
+
+    from checker.reporting.compare import DECODE
+    from checker.steps.step17.model import cached, fed, rounded
+    from runtime.hf import load_hf_model
+
+    hf = load_hf_model(checkpoint)
+    ids = np.random.default_rng(0).integers(0, 400, 12).tolist()
+    with rounded(hf, np.dtype(dtype)):
+        alike = hf(torch.tensor([ids])).logits[0].double().numpy()
+        caches, arrays = _caches_of(hf, ids, dtype)
+    with fed(hf, caches, len(ids)) as own:
+        logits = hf(torch.tensor([ids])).logits[0].double().numpy()
+    verdict = compare(logits, alike, axes=("position", "vocab"), mistakes=[], tol=DECODE)
+    assert verdict.ok and verdict.margin < 0.1, verdict.summary
+    assert sorted(own) == list(range(hf.config.n_layer)) and own[0][0].shape == (len(ids), hf.config.n_embd)
+    problem, margin = cached(caches, own, np.dtype(dtype))
+    assert problem is None and margin < 0.1, margin
+    arrays[2][0, :, 5] *= 1.05  # block 1's keys at position 5, 5% off
+    problem, _ = cached(caches, own, np.dtype(dtype))
+    assert problem.startswith("block 1's key cache does not hold Hugging Face's keys at positions 0 .. 11"), problem
+    assert "position 5" in problem, problem
+    with fed(hf, caches, len(ids)):
+        pass
+    plain = hf(torch.tensor([ids])).logits[0].double().numpy()
+    assert np.array_equal(plain, alike) == (dtype == np.float32)  # the hooks gone
 
 
 def test_where_greedy_ids_part_is_said_with_both_windows_alike():

@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
 from checker.diagnosis.stream import place_positions, recording
 from checker.harness import verdicts
 from checker.harness.runner import StepRun
-from checker.reporting.compare import DECODE, compare
+from checker.reporting.compare import DECODE, FLOAT16_CACHE, ONE_LAYER, compare
 from checker.reporting.report import FAIL, PASS, SKIP, Part
 from checker.steps.step15.decode import (
     EAGER_TOKENS,
@@ -64,28 +65,87 @@ def cache_dtype(run: StepRun, step, config) -> np.dtype:
     return np.dtype(np.float16) if first == np.float16 else np.dtype(np.float32)
 
 
-def cache_rounded(hf, dtype: np.dtype):
-    """`hf` whose keys and values are rounded to `dtype` as they leave c_attn, as a cache of that dtype stores
-    them (q and the arithmetic stay float32): Hugging Face computing what a float16 cache computes. `hf` itself
-    for float32."""
+@contextmanager
+def _on_c_attn(hf, hook):
+    """`hook(i, output)` on every block's c_attn output (q, k, v side by side, [B, T, 3C]) while inside."""
+    handles = [block.attn.c_attn.register_forward_hook(lambda module, inputs, output, i=i: hook(i, output))
+               for i, block in enumerate(hf.transformer.h)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def rounded(hf, dtype: np.dtype):
+    """Inside: `hf`'s keys and values rounded to `dtype` as they leave c_attn, as a cache of that dtype stores
+    them (q and the arithmetic float32): transformers' own greedy ids for a float16 cache."""
     import torch
 
-    if dtype == np.float32:
-        return hf
-    torch_dtype = {np.dtype(np.float16): torch.float16}[np.dtype(dtype)]
-
-    def rounded(module, inputs, output):
+    def hook(i, output):
         width = output.shape[-1] // 3
-        return torch.cat([output[..., :width], output[..., width:].to(torch_dtype).to(output.dtype)], dim=-1)
+        return torch.cat([output[..., :width], output[..., width:].to(torch.float16).to(output.dtype)], dim=-1)
 
-    for block in hf.transformer.h:
-        block.attn.c_attn.register_forward_hook(rounded)
-    return hf
+    return _on_c_attn(hf, hook) if dtype == np.float16 else nullcontext()
+
+
+@contextmanager
+def fed(hf, caches, held: int):
+    """Inside: `hf` attending over the keys and values the learner's `caches` hold (2L x [1, H, N, D]) at
+    positions 0 .. held-1: each block's k and v, as they leave c_attn on a forward from position 0, replaced
+    by that block's cached ones (widened to float32), q kept. Yields {block: (k, v)}, what Hugging Face
+    computed itself, each [T, C] (for `cached`). Hugging Face then computes what the learner's attention
+    computes from those caches, whatever their dtype, to float32's precision; the caches themselves are
+    judged by `cached`."""
+    import torch
+
+    own: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def hook(i, output):
+        t, width = min(output.shape[1], held), output.shape[-1] // 3
+        k, v = output[0, :, width:2 * width], output[0, :, 2 * width:]
+        own[i] = (k[:t].double().numpy(), v[:t].double().numpy())
+        kv = [torch.from_dlpack(np.ascontiguousarray(_rows(caches[2 * i + j], t), np.float32)) for j in (0, 1)]
+        out = output.clone()
+        out[0, :t, width:] = torch.cat(kv, dim=-1)
+        return out
+
+    with _on_c_attn(hf, hook):
+        yield own
+
+
+def _rows(cache, t: int) -> np.ndarray:
+    """A cache [1, H, N, D]'s first t positions as c_attn lays them out: [t, H * D]."""
+    held = np.from_dlpack(cache)[0, :, :t, :]  # [H, t, D]
+    return held.transpose(1, 0, 2).reshape(t, -1)
+
+
+def cached(caches, own: dict, dtype: np.dtype) -> tuple[str | None, float]:
+    """Whether every block's caches hold Hugging Face's keys and values (`own`, from fed) to the precision of
+    their dtype: (None, the worst margin) when they do; else (which block's which cache, at which positions,
+    how far off; its margin)."""
+    tol, worst = FLOAT16_CACHE if dtype == np.float16 else ONE_LAYER, 0.0
+    for i in sorted(own):
+        for j, name in enumerate(("key", "value")):
+            want = own[i][j]
+            verdict = compare(_rows(caches[2 * i + j], len(want)).astype(np.float64), want,
+                              axes=("position", "channel"), mistakes=[], tol=tol)
+            if not verdict.ok:
+                return (f"block {i}'s {name} cache does not hold Hugging Face's {name}s at positions 0 .. "
+                        f"{len(want) - 1}: {verdict.summary}; {verdict.details[0] if verdict.details else ''}"
+                        f" (the kernel stores the new k and v at positions P .. P+T-1 of [B, H, N, D])",
+                        verdict.margin or 0.0)
+            worst = max(worst, verdict.margin or 0.0)
+    return None, worst
+
+
+def _cache_rule(dtype: np.dtype) -> str:
+    return "float16: within 1.5% of each" if dtype == np.float16 else "float32: within 2e-4 of their typical size"
 
 
 def _against(dtype: np.dtype) -> str:
     """How the reference was computed, for a report."""
-    return "" if dtype == np.float32 else " (its keys and values rounded to float16, as your caches hold them)"
+    return "" if dtype == np.float32 else " (attending over your float16 caches' keys and values)"
 
 
 def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dtype):
@@ -94,8 +154,9 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dty
     prompt = prompt_of(config, PROMPT_LENGTH, 17)
     print("(running your GPT2Flash op by op: seconds; then, if it is right, compiled as pixi run gpt2 runs it: "
           "about a minute after a change on 2 cores)", file=sys.stderr, flush=True)
-    hf = cache_rounded(load_hf_model(checkpoint), dtype)
-    reference = DecodeReference(hf, prompt)
+    hf = load_hf_model(checkpoint)
+    with rounded(hf, dtype):
+        reference = DecodeReference(hf, prompt)
     try:
         eager = run.call(step.GPT2Flash, run.call(load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights,
                                                   checkpoint))
@@ -111,41 +172,57 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dty
     except LearnerError as e:
         run.add(Part.from_error("model", e))
         return None
-    if (failed := reference.problems(ids, decoded)) is not None:
-        verdict, problems = failed
-        problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
-                                    attention=lambda i: ATTENTION, logits=(np.stack(decoded), reference.logits(ids)))
-        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face{_against(dtype)} at "
-                     f"decode: {verdict.summary}", problems, margin=verdict.margin))
+    with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
+        failed = reference.problems(ids, decoded)
+        if failed is not None:
+            verdict, problems = failed
+            problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
+                                        attention=lambda i: ATTENTION,
+                                        logits=(np.stack(decoded), reference.logits(ids)))
+            run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face{_against(dtype)} "
+                         f"at decode: {verdict.summary}", problems, margin=verdict.margin))
+            return None
+    if (problem := cached(caches, own, dtype)[0]) is not None:
+        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op): {problem}"))
         return None
     try:
         compiled = run.call(compile_flash, run.call(step.GPT2Flash, run.call(
             load_gpt2, eleven.GPT2LMHeadModel, eleven.load_hf_weights, checkpoint)), config, cache_dtype=dtype)
-        long = prompt_of(config, config.n_positions, 171)
-        logits = run.call(lambda: np.from_dlpack(compiled(*_inputs(long, 0), *step.empty_flash_cache(config, 1))))
-        ids, decoded = run.call(greedy_steps, in_place(compiled, step.empty_flash_cache(config, 1)), config,
-                                no_positions, prompt, NEW_TOKENS)
+        long, filled = prompt_of(config, config.n_positions, 171), step.empty_flash_cache(config, 1)
+        logits = run.call(lambda: np.from_dlpack(compiled(*_inputs(long, 0), *filled)))
+        caches = step.empty_flash_cache(config, 1)
+        ids, decoded = run.call(greedy_steps, in_place(compiled, caches), config, no_positions, prompt, NEW_TOKENS)
     except LearnerError as e:
         run.add(Part.from_error("model", e))
         return None
-    whole = compare(np.asarray(logits, np.float64)[0], _long_logits(hf, long), axes=("vocab",), mistakes=[],
-                    tol=DECODE)
+    with fed(hf, filled, len(long)) as own:
+        whole = compare(np.asarray(logits, np.float64)[0], _long_logits(hf, long), axes=("vocab",), mistakes=[],
+                        tol=DECODE)
     if not whole.ok:
         run.add(Part("model", FAIL, f"compiled, the last logits of a prompt of {config.n_positions} positions (the "
                      f"whole context) differ from Hugging Face's{_against(dtype)}: {whole.summary}", whole.details,
                      margin=whole.margin))
         return None
-    if (failed := reference.problems(ids, decoded)) is not None:
-        verdict, problems = failed
-        run.add(Part("model", FAIL, f"compiled, your GPT2Flash's decode steps differ from Hugging Face, though right "
-                     f"op by op: {verdict.summary}", problems, margin=verdict.margin))
+    problem, held_long = cached(filled, own, dtype)
+    if problem is not None:
+        run.add(Part("model", FAIL, f"compiled, after a prompt of {config.n_positions} positions: {problem}"))
         return None
-    verdict = reference.verdict(ids, decoded)
-    margin = max(whole.margin or 0.0, verdict.margin or 0.0)
+    with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
+        failed = reference.problems(ids, decoded)
+        verdict = reference.verdict(ids, decoded)
+    if failed is not None:
+        run.add(Part("model", FAIL, f"compiled, your GPT2Flash's decode steps differ from Hugging Face, though right "
+                     f"op by op: {verdict.summary}", failed[1], margin=verdict.margin))
+        return None
+    problem, held = cached(caches, own, dtype)
+    if problem is not None:
+        run.add(Part("model", FAIL, f"compiled, your GPT2Flash's decode steps: {problem}"))
+        return None
+    margin = max(whole.margin or 0.0, verdict.margin or 0.0, held_long, held)
     run.add(Part("model", PASS, f"the last logits of a {config.n_positions}-position prompt, {NEW_TOKENS - 1} decode "
                  f"steps and {NEW_TOKENS} greedy ids, op by op and compiled, match Hugging Face{_against(dtype)}: "
-                 f"{whole.summary}; "
-                 f"{verdict.summary}", margin=margin))
+                 f"{whole.summary}; {verdict.summary}; your caches hold its keys and values, "
+                 f"{max(held_long, held):.2f} of allowed ({_cache_rule(dtype)})", margin=margin))
     return compiled
 
 
@@ -182,7 +259,9 @@ def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint, dtype: n
     """The learner's generate_flash: transformers' greedy ids, and a stop right after eos_token_id."""
     config = checkpoint.learner_config()
     prompt = prompt_of(config, PROMPT_LENGTH, 17)
-    theirs = DecodeReference(cache_rounded(load_hf_model(checkpoint), dtype), prompt).theirs
+    hf = load_hf_model(checkpoint)
+    with rounded(hf, dtype):
+        theirs = DecodeReference(hf, prompt).theirs
     try:
         ids = run.call(lambda: [int(t) for t in step.generate_flash(compiled, config, prompt, NEW_TOKENS)])
         eos = theirs[3]
@@ -232,21 +311,26 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: n
             decode = run.call(compile_flash, quantized, config, seq=1, cache_dtype=dtype)
         prefill = run.call(compile_flash, run.call(step.GPT2Flash, run.call(load_dequantized, eleven, checkpoint)),
                            config, cache_dtype=dtype)
-        both = prefill_then_decode(prefill, decode)
-        ids, decoded = run.call(greedy_steps, in_place(both, step.empty_flash_cache(config, 1)), config,
-                                no_positions, prompt, NEW_TOKENS)
+        both, caches = prefill_then_decode(prefill, decode), step.empty_flash_cache(config, 1)
+        ids, decoded = run.call(greedy_steps, in_place(both, caches), config, no_positions, prompt, NEW_TOKENS)
     except LearnerError as e:
         return run.add(Part.from_error("int8", e))
     if (problem := kernel_calls_problem(calls, "gpt2_matvec_q8", config)) is not None:
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8: {problem}"))
-    reference = DecodeReference(cache_rounded(hf_with(checkpoint), dtype), prompt)
-    if (failed := reference.problems(ids, decoded)) is not None:
-        verdict, problems = failed
+    hf = hf_with(checkpoint)
+    with rounded(hf, dtype):
+        reference = DecodeReference(hf, prompt)
+    with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
+        failed = reference.problems(ids, decoded)
+        verdict = reference.verdict(ids, decoded)
+    if failed is not None:
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps differ from transformers on the same "
-                            f"dequantised weights{_against(dtype)}: {verdict.summary}", problems,
+                            f"dequantised weights{_against(dtype)}: {verdict.summary}", failed[1],
                             margin=verdict.margin))
-    verdict = reference.verdict(ids, decoded)
+    problem, held = cached(caches, own, dtype)
+    if problem is not None:
+        return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps: {problem}"))
     return run.add(Part("int8", PASS, f"{NEW_TOKENS - 1} decode steps through GPT2FlashQ8 (every product int8) and "
                         f"{NEW_TOKENS} greedy ids match transformers on the same dequantised weights{_against(dtype)}: "
-                        f"{verdict.summary}", margin=verdict.margin))
-
+                        f"{verdict.summary}; your caches hold its keys and values, {held:.2f} of allowed",
+                        margin=max(verdict.margin or 0.0, held)))
