@@ -71,10 +71,11 @@ WHOLE_MODEL = Tolerance(2e-3, 1e-4)
 # WHOLE_MODEL over 16 steps. Twice WHOLE_MODEL keeps it under a tenth.
 DECODE = Tolerance(4e-3, 2e-4)
 EXACT = Tolerance(0.0, 0.0)
-# A float16 cache against Hugging Face's float32 keys and values: rounding is off by at most half a float16
-# step (2^-11 relative), and where the learner's float32 key and torch's differ in their last bits next to a
-# rounding boundary, the neighbouring value (one step, 2^-10): under 1.5e-3 relative, a tenth of this rtol.
-FLOAT16_CACHE = Tolerance(1e-3, 1.5e-2)
+# A float16 cache against the keys and values Hugging Face computes at the same layer (a whole model's depth
+# of float32 sums before them, as DECODE allows), rounded: off by at most half a float16 step (2^-11
+# relative), or where the learner's float32 key and torch's differ in their last bits next to a rounding
+# boundary, the neighbouring value (one step, 2^-10): under 1.5e-3 relative, a tenth of this rtol.
+FLOAT16_CACHE = Tolerance(4e-3, 1.5e-2)
 # Correct code stays within this share of what a tolerance allows (the margin rule: the test suite holds
 # every solution, variant and style to it); a result nearer the edge is off, if less than a mistake.
 CORRECT_MARGIN = 0.1

@@ -25,6 +25,12 @@ INDICES = ("q, k, v [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] 
            "key j at ((b * H + h) * N + j) * D, and P + T at most N")
 
 
+FLOAT16_CACHES = ("your empty_flash_cache makes float16 caches, and MAX could not build the op for them: declare the "
+                  "kernel's caches so they take either dtype, k_cache: InputTensor[rank=4, ...] and v_cache: "
+                  "InputTensor[dtype=k_cache.dtype, rank=4, ...] (store with .cast[k_cache.dtype](), read back with "
+                  ".cast[DType.float32]()), or make float32 caches")
+
+
 def arrays(dtype: np.dtype = np.dtype(np.float32)) -> dict[str, list[np.ndarray]]:
     """Each case's inputs: q, k, v, k_cache, v_cache (of `dtype`: the learner's caches'), past."""
     return {case[0]: case_arrays(case, SEED, dtype) for case in kernel_cases()}
@@ -57,7 +63,10 @@ def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)
         results = run_kernel(path, "flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3, 4),
                              indices=INDICES, about=about)
     except LearnerError as e:
-        return run.add(Part.from_error("kernel", e))
+        part = Part.from_error("kernel", e)
+        if dtype == np.float16 and "Failed to compile" in str(e):
+            part.details.append(FLOAT16_CACHES)
+        return run.add(part)
     return run.add(judge(inputs, results))
 
 
