@@ -206,11 +206,12 @@ STYLES: dict[str, dict[str, tuple]] = {
     },
     "17": {
         "the caches appended layer by layer, a key cache then a value cache": (
-            "    return [Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)) for _ in range(2 * config.n_layer)]",
+            "    return [Tensor.from_dlpack(np.zeros(shape, dtype=CACHE_DTYPE.to_numpy())) for _ in range(2 * "
+            "config.n_layer)]",
             "    caches = []\n"
             "    for _ in range(config.n_layer):\n"
-            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)))  # keys\n"
-            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=np.float32)))  # values\n"
+            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=CACHE_DTYPE.to_numpy())))  # keys\n"
+            "        caches.append(Tensor.from_dlpack(np.zeros(shape, dtype=CACHE_DTYPE.to_numpy())))  # values\n"
             "    return caches"),
         "the heads split by reshape and transpose written out": (
             "            q, k, v = (attn._split_heads(u, attn.num_heads, attn.head_dim) for u in (q, k, v))",
