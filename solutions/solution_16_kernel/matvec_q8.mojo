@@ -5,8 +5,9 @@ quantised), scales [M, KB] float32 with KB = ceil(K / BLOCK) (one per BLOCK colu
 last block K % BLOCK columns when K is no multiple), b [M], y [N, M]. w[m, k] = q[m, k] * scales[m, k // BLOCK].
 
 The TASKS tasks split the outputs y[n, m] into runs; each output reads its row of q from start to
-end, one stream through memory (x's row stays in the core's cache). A block's 32 int8 become two
-vectors of 16 floats, their products with x summed, and the sum scaled once per block.
+end, one stream through memory (x's row stays in the core's cache). A block's 32 int8 become
+BLOCK / WIDTH vectors of floats (two of 16 with AVX-512, four of 8 with AVX2), their products with x
+summed, and the sum scaled once per block.
 Row after row, not step 15's ROWS rows at once: a row of q is 4x fewer bytes than a row of w, so
 the CPU's work per byte is larger, and one stream per task is what lets the memory keep up (the
 book's performance page has the figures). Each block asks for the bytes AHEAD further along its row
@@ -17,10 +18,11 @@ import extensibility
 from extensibility import InputTensor, OutputTensor
 from max.gpu.host import DeviceContext
 from max.algorithm import sync_parallelize
+from std.sys import simd_width_of
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
 comptime BLOCK = 32  # columns of q that share one scale
-comptime WIDTH = 16  # floats per SIMD operation: 512 bits; a block is two
+comptime WIDTH = min(simd_width_of[DType.float32](), BLOCK)  # floats per SIMD operation, as wide as this CPU's vectors
 comptime TASKS = 8  # runs of outputs, run on the CPU's threads
 comptime AHEAD = 4096  # bytes of q asked for before they are read (a hint: never faults, even past the end)
 
@@ -53,10 +55,11 @@ struct GPT2MatvecQ8:
                 for j in range(whole):
                     var k = j * BLOCK
                     prefetch[PrefetchOptions().for_read().high_locality()](qp + row + k + AHEAD)
-                    var q0 = qp.unsafe_load[width=WIDTH](row + k).cast[DType.float32]()
-                    var q1 = qp.unsafe_load[width=WIDTH](row + k + WIDTH).cast[DType.float32]()
-                    var x0, x1 = xp.unsafe_load[width=WIDTH](xrow + k), xp.unsafe_load[width=WIDTH](xrow + k + WIDTH)
-                    var block = q1.fma(x1, q0 * x0)  # the block's 32 products, in 16 lanes
+                    var block = qp.unsafe_load[width=WIDTH](row + k).cast[DType.float32]() * xp.unsafe_load[width=WIDTH](
+                        xrow + k)
+                    comptime for c in range(WIDTH, BLOCK, WIDTH):  # the block's other vectors, summed in WIDTH lanes
+                        block = qp.unsafe_load[width=WIDTH](row + k + c).cast[DType.float32]().fma(
+                            xp.unsafe_load[width=WIDTH](xrow + k + c), block)
                     acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)
                 var s = acc.reduce_add()
                 if whole < KB:  # the last block: K % BLOCK columns, its own scale

@@ -140,10 +140,10 @@ KERNEL_MISTAKES = [
      [lambda x, q, s, b: expected(x, q.astype(np.float32), b)]),
     (Mistake("unsigned-q", "q is read as unsigned bytes (0..255): every negative weight becomes 256 more",
              "q is int8 (DType.int8): -127..127; convert with .cast[DType.float32]() from int8.",
-    edit=Edit(("qp.unsafe_load[width=WIDTH](row + k).cast", "qp.unsafe_load[width=WIDTH](row + k + WIDTH).cast",
+    edit=Edit(("qp.unsafe_load[width=WIDTH](row + k).cast", "qp.unsafe_load[width=WIDTH](row + k + c).cast",
                "qp[unsafe_offset=row + k].cast"),
               ("qp.unsafe_load[width=WIDTH](row + k).cast[DType.uint8]().cast",
-               "qp.unsafe_load[width=WIDTH](row + k + WIDTH).cast[DType.uint8]().cast",
+               "qp.unsafe_load[width=WIDTH](row + k + c).cast[DType.uint8]().cast",
                "qp[unsafe_offset=row + k].cast[DType.uint8]().cast"), file="matvec_q8.mojo")),
      [lambda x, q, s, b: expected(x, ref.dequantize(q.view(np.uint8).astype(np.float32), s), b)]),
     (Mistake("tail-block-scale", "the last block of a row (its K % 32 columns) is left out or scaled by the wrong "
