@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from checker import registry
-from checker.reporting.report import PASS
+from checker.reporting.report import PASS, SKIP, Part, Report
 from checker.steps.step12.check import first_difference
 from runtime.errors import first_line
 from tests.conftest import STANDINS, mutate, solution_source
@@ -190,3 +190,14 @@ def test_step14_a_request_near_the_tolerance_is_not_called_right():
     lines = step14_paged.rows_differ(got, want, rows)
     assert any("some prompts are right and others not" in line for line in lines), lines
     assert CORRECT_MARGIN < 0.5
+
+
+def test_a_passed_step_with_an_optional_part_not_run_says_so_and_not_all():
+    """Step 17 passed with its optional int8 part skipped once read "All 6 parts match": five did."""
+    report = Report("Step 17", [], [Part("kernel", PASS, "right"),
+                                    Part("int8", SKIP, "your step 16 does not pass its check yet", optional=True)])
+    text = report.render(color=False)
+    assert report.ok and "1 of 2 parts match Hugging Face GPT-2; not run (optional): int8." in text, text
+    assert "All" not in text
+    report.parts.pop()
+    assert "All 1 parts match Hugging Face GPT-2." in report.render(color=False)

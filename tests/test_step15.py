@@ -175,7 +175,7 @@ def test_a_decode_off_outside_the_kernel_is_placed_at_its_piece_and_step(checkpo
     decode, text = report.part("decode"), report.render()
     assert report.part("kernel").status == PASS and decode.status == FAIL, text
     assert f"where: everything before matches Hugging Face; {where}" in text, text
-    assert "off on decode step 1 (position 9), decode step 2 (position 10)" in text, text
+    assert "off on the decode steps at positions 9, 10" in text, text
     assert "the cause is outside the kernel" in text, text
 
 

@@ -180,11 +180,13 @@ def place_positions(recorded: list, hf, sequence: list[int], first: int, prompt_
     got = {name: rows for name, rows in got.items() if name not in unlike}
 
     def said(positions: np.ndarray) -> str:
-        steps = [f"decode step {p - prompt_length + 1} (position {p})" for p in positions if p >= prompt_length]
+        def listed(ps: list) -> str:  # positions, not decode steps' indices: the logits' lines count those from 0
+            return ", ".join(map(str, ps[:6])) + (", ..." if len(ps) > 6 else "")
+
+        steps = [p for p in positions if p >= prompt_length]
         prompt = [p for p in positions if p < prompt_length]
-        parts = ([f"the prompt's positions {', '.join(map(str, prompt[:6]))}{', ...' if len(prompt) > 6 else ''}"]
-                 if prompt else []) + steps[:4] + (["..."] if len(steps) > 4 else [])
-        return ", ".join(parts)
+        return "; ".join(([f"the prompt's positions {listed(prompt)}"] if prompt else [])
+                         + ([f"the decode steps at positions {listed(steps)}"] if steps else []))
 
     def off(margins: np.ndarray) -> str | None:
         bad = np.flatnonzero(margins > 1)

@@ -69,7 +69,11 @@ class Report:
                 lines.append(f"{pad}hint: {p.mistake.hint}")
         passed = sum(p.status == PASS for p in self.parts)
         lines.append("")
-        if self.ok:
+        skipped = [p.name for p in self.parts if p.status != PASS and p.optional]
+        if self.ok and skipped:
+            lines.append(f"{passed} of {len(self.parts)} parts match Hugging Face GPT-2; not run (optional): "
+                         f"{', '.join(skipped)}.")
+        elif self.ok:
             lines.append(f"All {len(self.parts)} parts match Hugging Face GPT-2.")
         else:
             first = next(p for p in self.parts if p.status != PASS)

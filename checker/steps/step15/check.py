@@ -42,7 +42,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     config = checkpoint.learner_config()
     run = StepRun("15", "your Mojo kernel in decode", path, checkpoint,
                   f"{len(kernel_cases(config))} matvec shapes (remainders, then GPT-2's products), {REPEATS} runs "
-                  f"each, {KERNEL}; then {NEW_TOKENS} greedy decode steps, logits {DECODE}", PARTS, timeout=timeout)
+                  f"each, {KERNEL}; then {NEW_TOKENS} greedy ids ({NEW_TOKENS - 1} decode steps after the "
+                  f"prompt's pass), logits {DECODE}", PARTS, timeout=timeout)
     if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, fns = opened

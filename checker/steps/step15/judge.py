@@ -140,7 +140,8 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     nan = [name for name in failing if np.isnan(results[name][0]).any()]
     if nan:
         details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads outside "
-                          f"a tensor (the check puts NaN right before and after each input): {outside}")
+                          f"a tensor (the check puts NaN right before and after each input): {outside}; or it "
+                          "sums into a variable or memory never set to 0")
     details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""

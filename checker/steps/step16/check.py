@@ -55,7 +55,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("16", "8-bit weights and your int8 kernel in decode", path, checkpoint,
                   f"quantize on {BLOCK}-column blocks (rows with K no multiple of {BLOCK}, the checkpoint's own "
                   f"weights); {len(kernel_cases(config))} int8 matvec shapes; {NEW_TOKENS} greedy "
-                  f"decode steps on dequantised weights, logits {DECODE}", PARTS, timeout=timeout)
+                  f"ids ({NEW_TOKENS - 1} decode steps after the prompt's pass) on dequantised weights, logits "
+                  f"{DECODE}", PARTS, timeout=timeout)
     if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, fns = opened

@@ -44,8 +44,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     config = checkpoint.learner_config()
     run = StepRun("17", "your FlashAttention kernel in GPT-2", path, checkpoint,
                   f"{len(kernel_cases())} attention cases, {REPEATS} runs each, {KERNEL}; then a prompt of "
-                  f"{config.n_positions} positions and {NEW_TOKENS} greedy decode steps, logits {DECODE}", PARTS,
-                  timeout=timeout)
+                  f"{config.n_positions} positions and {NEW_TOKENS} greedy ids ({NEW_TOKENS - 1} decode steps "
+                  f"after the prompt's pass), logits {DECODE}", PARTS, timeout=timeout)
     if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, _ = opened

@@ -143,6 +143,7 @@ def _shared(cases, failing: list[str], results: dict) -> list[str]:
     nans = [n for n in failing if np.isnan(results[n][0]).any()]
     if nans:
         lines.append(f"NaN in the output on {'; '.join(nans)}: a sum l of 0 (no key seen, or every exp(s - m) 0 "
-                     "because m started above every score), or a read outside a tensor (the check surrounds each "
-                     "input with NaN)")
+                     "because m started above every score), a sum or accumulator never set to 0 (memory from "
+                     "alloc, and a variable declared without a value, start with whatever was there), or a read "
+                     "outside a tensor (the check surrounds each input with NaN)")
     return lines

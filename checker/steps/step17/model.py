@@ -93,18 +93,18 @@ def rounded(hf, dtype: np.dtype):
 def fed(hf, caches, held: int):
     """Inside: `hf` attending over the keys and values the learner's `caches` hold (2L x [1, H, N, D]) at
     positions 0 .. held-1: each block's k and v, as they leave c_attn on a forward from position 0, replaced
-    by that block's cached ones (widened to float32), q kept. Yields {block: (k, v)}, what Hugging Face
-    computed itself, each [T, C] (for `cached`). Hugging Face then computes what the learner's attention
-    computes from those caches, whatever their dtype, to float32's precision; the caches themselves are
-    judged by `cached`."""
+    by that block's cached ones (widened to float32), q kept. Yields {block: (k, v, q)}, what Hugging Face
+    computed itself, each [T, C] (for `cached`; q to name a cache holding the queries). Hugging Face then
+    computes what the learner's attention computes from those caches, whatever their dtype, to float32's
+    precision; the caches themselves are judged by `cached`."""
     import torch
 
-    own: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    own: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def hook(i, output):
         t, width = min(output.shape[1], held), output.shape[-1] // 3
-        k, v = output[0, :, width:2 * width], output[0, :, 2 * width:]
-        own[i] = (k[:t].double().numpy(), v[:t].double().numpy())
+        q, k, v = output[0, :, :width], output[0, :, width:2 * width], output[0, :, 2 * width:]
+        own[i] = (k[:t].double().numpy(), v[:t].double().numpy(), q[:t].double().numpy())
         kv = [torch.from_dlpack(np.ascontiguousarray(_rows(caches[2 * i + j], t), np.float32)) for j in (0, 1)]
         out = output.clone()
         out[0, :t, width:] = torch.cat(kv, dim=-1)
@@ -127,14 +127,17 @@ def cached(caches, own: dict, dtype: np.dtype) -> tuple[str | None, float]:
     tol, worst = FLOAT16_CACHE if dtype == np.float16 else DECODE, 0.0
     for i in sorted(own):
         for j, name in enumerate(("key", "value")):
-            want = own[i][j]
-            verdict = compare(_rows(caches[2 * i + j], len(want)).astype(np.float64), want,
-                              axes=("position", "channel"), mistakes=[], tol=tol)
+            want, got = own[i][j], _rows(caches[2 * i + j], len(own[i][j])).astype(np.float64)
+            verdict = compare(got, want, axes=("position", "channel"), mistakes=[], tol=tol)
             if not verdict.ok:
+                held = next((f": it holds the {other}, so the kernel was handed {other[0]} where {name[0]} belongs"
+                             for other, theirs in zip(("keys", "values", "queries"), own[i])
+                             if other != name + "s" and compare(got, theirs, axes=("position", "channel"), mistakes=[],
+                                                          tol=tol).ok), "")
                 return (f"block {i}'s {name} cache does not hold Hugging Face's {name}s at positions 0 .. "
-                        f"{len(want) - 1}: {verdict.summary}; {verdict.details[0] if verdict.details else ''}"
-                        f" (the kernel stores the new k and v at positions P .. P+T-1 of [B, H, N, D])",
-                        verdict.margin or 0.0)
+                        f"{len(want) - 1}{held}: {verdict.summary}; "
+                        f"{verdict.details[0] if verdict.details else ''} (the kernel stores the new k and v at "
+                        f"positions P .. P+T-1 of [B, H, N, D])", verdict.margin or 0.0)
             worst = max(worst, verdict.margin or 0.0)
     return None, worst
 
@@ -300,8 +303,10 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: n
               file=sys.stderr, flush=True)
         found = verdicts.verdict("16", sixteen, checkpoint, timeout=run.timeout)
     if not found["ok"]:
-        return run.add(Part("int8", SKIP, f"optional: your step 16 ({shown(sixteen)}) does not pass its check yet "
-                            f"(pixi run s16); GPT2FlashQ8 is {later}", optional=True))
+        first = next((f"{name} {status}" for name, status in found.get("parts", []) if status != PASS), None)
+        where = f": its first part not passing, {first}" if first else ""
+        return run.add(Part("int8", SKIP, f"optional: your step 16 ({shown(sixteen)}) does not pass its check yet"
+                            f"{where} (pixi run s16 says why); GPT2FlashQ8 is {later}", optional=True))
     print("(compiling your GPT2Flash for the prompt and GPT2FlashQ8 for each decode step, on int8 weights: about "
           "two minutes after a change on 2 cores)", file=sys.stderr, flush=True)
     prompt = prompt_of(config, PROMPT_LENGTH, 17)
