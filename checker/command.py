@@ -24,7 +24,7 @@ from pathlib import Path
 from checker import hints, registry, warmup
 from checker.harness import layout, verdicts
 from checker.harness.runner import prepare
-from checker.reporting.report import PASS, use_color
+from checker.reporting.report import PASS, Part, Report, use_color
 from runtime.checkpoints import WeightsError, find_checkpoint
 from runtime.paths import REPO, step_file
 
@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
     started = time.perf_counter()
     try:
+        if (args.hint or args.solution) and (stored := _stored_help(step, path, args.hint)) is not None:
+            print(stored[0])
+            return 0 if stored[1] else 1
         workers = warmup.start(step)  # compiles in the background while references load
         checkpoint = find_checkpoint()
         prepare(step, checkpoint)
@@ -87,6 +90,19 @@ def _explore(step: str, path: Path, report, timeout: float) -> int:
     print(flush=True)
     return subprocess.run([sys.executable, "-m", "explore.equivalence", "--file", str(path), "--timeout",
                            str(timeout)], cwd=REPO).returncode
+
+
+def _stored_help(step: str, path: Path, hint: bool) -> tuple[str, bool] | None:
+    """--hint or --solution on a file unchanged since its last check (nor anything it reads, nor the checker):
+    the help for that verdict's first part not passing, without the check again; (text, passed) or None."""
+    found = verdicts.lookup(step, path, find_checkpoint())
+    if found is None or found.get("cut_short"):
+        return None
+    parts = [Part(name, status, "") for name, status in found["parts"]]
+    passed = sum(p.status == PASS for p in parts)
+    return (f"({path.name} is unchanged since its last check, {passed} of {len(parts)} parts passing: pixi run "
+            f"s{step} shows its report again; not re-run here)\n\n{_help(step, Report('', [], parts), hint)}",
+            found["ok"])
 
 
 def _help(step: str, report, hint: bool) -> str:
