@@ -43,21 +43,27 @@ def test_solution_shows_only_the_failing_part(checkpoint, write_step):
     assert "def _split_heads" not in shown and "def forward" not in shown
 
 
-@pytest.mark.xdist_group("hint-ladder")  # both set step 04's rung in the one ladder file
-def test_hint_after_the_report(checkpoint, write_step, tmp_path):
-    path = write_step(with_mistake("04", "relu"), "step_04.py")
+def _first_hint_of_04(path):
+    """`--hint` on step 04's file with the ladder at its first rung (no hint shown yet), the ladder's file
+    put back after."""
     saved = hints.STATE.read_text() if hints.STATE.exists() else None
-    try:  # the ladder starts again at its first rung for a step with no hint shown yet
+    try:
         state = json.loads(saved) if saved else {}
         state.pop("04", None)
         hints.STATE.parent.mkdir(parents=True, exist_ok=True)
         hints.STATE.write_text(json.dumps(state))
-        run = run_python("-m", "checker", "04", "--file", str(path), "--hint")
+        return run_python("-m", "checker", "04", "--file", str(path), "--hint")
     finally:
         if saved is None:
             hints.STATE.unlink(missing_ok=True)
         else:
             hints.STATE.write_text(saved)
+
+
+@pytest.mark.xdist_group("hint-ladder")  # both set step 04's rung in the one ladder file
+def test_hint_after_the_report(checkpoint, write_step, tmp_path):
+    path = write_step(with_mistake("04", "relu"), "step_04.py")
+    run = _first_hint_of_04(path)
     assert run.returncode == 1, run.stderr
     assert "likely mistake: ReLU was used" in run.stdout
     assert "hint " in run.stdout.split("likely mistake")[1] and " for forward: " in run.stdout
@@ -69,18 +75,7 @@ def test_hint_on_a_file_unchanged_since_its_check_reads_the_stored_verdict(check
     path = write_step(with_mistake("04", "relu"), "step_04.py")
     checked = run_python("-m", "checker", "04", "--file", str(path))
     assert checked.returncode == 1 and "likely mistake: ReLU was used" in checked.stdout, checked.stderr
-    saved = hints.STATE.read_text() if hints.STATE.exists() else None
-    try:  # the ladder at its first rung for step 04
-        state = json.loads(saved) if saved else {}
-        state.pop("04", None)
-        hints.STATE.parent.mkdir(parents=True, exist_ok=True)
-        hints.STATE.write_text(json.dumps(state))
-        run = run_python("-m", "checker", "04", "--file", str(path), "--hint")
-    finally:
-        if saved is None:
-            hints.STATE.unlink(missing_ok=True)
-        else:
-            hints.STATE.write_text(saved)
+    run = _first_hint_of_04(path)
     assert run.returncode == 1, run.stderr
     assert "step_04.py is unchanged since its last check" in run.stdout and " for forward: " in run.stdout, run.stdout
     assert "likely mistake" not in run.stdout  # the check did not run again
