@@ -24,7 +24,7 @@ from pathlib import Path
 from checker import hints, registry, warmup
 from checker.harness import layout, verdicts
 from checker.harness.runner import prepare
-from checker.reporting.report import PASS, Part, Report, use_color
+from checker.reporting.report import PASS, use_color
 from runtime.checkpoints import WeightsError, find_checkpoint
 from runtime.paths import REPO, step_file
 
@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     number, step = step, layout.place(path, step).step  # the course step the file is (another layout's number)
     started = time.perf_counter()
     try:
-        if (args.hint or args.solution) and (stored := _stored_help(step, path, args.hint)) is not None:
+        checkpoint = find_checkpoint() if args.hint or args.solution else None
+        if checkpoint and (stored := _stored_help(step, path, checkpoint, args.hint)) is not None:
             print(stored[0])
             return 0 if stored[1] else 1
         workers = warmup.start(step)  # compiles in the background while references load
-        checkpoint = find_checkpoint()
+        checkpoint = checkpoint or find_checkpoint()
         prepare(step, checkpoint)
         warmup.finish(step, workers)
         warmup.announce_compiles()
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.render(color=use_color()))
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.hint or args.solution:
-        print("\n" + _help(step, report, args.hint))
+        print("\n" + _help(step, [(p.name, p.status) for p in report.parts], args.hint))
     if args.explore:
         return _explore(step, path, report, args.timeout)
     return 0 if report.ok else 1
@@ -92,28 +93,27 @@ def _explore(step: str, path: Path, report, timeout: float) -> int:
                            str(timeout)], cwd=REPO).returncode
 
 
-def _stored_help(step: str, path: Path, hint: bool) -> tuple[str, bool] | None:
+def _stored_help(step: str, path: Path, checkpoint, hint: bool) -> tuple[str, bool] | None:
     """--hint or --solution on a file unchanged since its last check (nor anything it reads, nor the checker):
     the help for that verdict's first part not passing, without the check again; (text, passed) or None."""
-    found = verdicts.lookup(step, path, find_checkpoint())
+    found = verdicts.lookup(step, path, checkpoint)
     if found is None or found.get("cut_short"):
         return None
-    parts = [Part(name, status, "") for name, status in found["parts"]]
-    passed = sum(p.status == PASS for p in parts)
-    return (f"({path.name} is unchanged since its last check, {passed} of {len(parts)} parts passing: pixi run "
-            f"s{step} shows its report again; not re-run here)\n\n{_help(step, Report('', [], parts), hint)}",
+    passed = sum(status == PASS for _, status in found["parts"])
+    return (f"({path.name} is unchanged since its last check, {passed} of {len(found['parts'])} parts passing: "
+            f"pixi run s{step} shows its report again; not re-run here)\n\n{_help(step, found['parts'], hint)}",
             found["ok"])
 
 
-def _help(step: str, report, hint: bool) -> str:
-    """The next hint, or the reference code, for the report's first part that does not pass."""
+def _help(step: str, parts: list, hint: bool) -> str:
+    """The next hint, or the reference code, for the first of (name, status) `parts` that does not pass."""
 
-    part = next((p for p in report.parts if p.status != PASS), None)
-    if part is None:
+    name = next((name for name, status in parts if status != PASS), None)
+    if name is None:
         return "Every part passes: nothing to hint at."
     if hint:
-        return hints.next_hint(step, part.name)
-    code = hints.reference_code(step, part.name)
+        return hints.next_hint(step, name)
+    code = hints.reference_code(step, name)
     if code is None:
-        return f"{part.name} has no code of its own to show: follow its message above."
-    return f"The reference for {part.name}:\n\n{code}"
+        return f"{name} has no code of its own to show: follow its message above."
+    return f"The reference for {name}:\n\n{code}"

@@ -70,8 +70,8 @@ def _layer(total: float, alone: float, L: int) -> float | None:
 
 
 def credible(times: dict[str, float | None], nbytes: dict[str, int], bandwidth: float) -> dict[str, float | None]:
-    """Each decode layer's seconds, None where reading its nbytes (keys and values; the others' caches are
-    float32) that fast would take more than CREDIBLE times the measured bandwidth."""
+    """Each decode layer's seconds, None where reading its nbytes (a layer's keys and values) that fast would
+    take more than CREDIBLE times the measured bandwidth."""
     return {name: None if t is None or nbytes[name] / t > CREDIBLE * bandwidth else t for name, t in times.items()}
 
 
@@ -131,8 +131,9 @@ def timing_part(step, config, dtype: np.dtype = np.dtype(np.float32)) -> Part:
         decode["torch"] = _layer(median_seconds(lambda: torch_decode(N), DECODE_RUNS),
                                  median_seconds(lambda: torch_decode(1), DECODE_RUNS), L)
     limit = read_bandwidth()
-    kv = 2 * H * N * D * np.dtype(dtype).itemsize  # one layer's keys and values at N positions, as cached
-    decode = credible(decode, {name: kv if name == "yours" else 2 * H * N * D * 4 for name in decode}, limit)
+    # one layer's keys and values at N positions, as each side caches them: the learner's dtype, the others' float32
+    nbytes = {name: 2 * H * N * D * (np.dtype(dtype).itemsize if name == "yours" else 4) for name in decode}
+    kv, decode = nbytes["yours"], credible(decode, nbytes, limit)
     lines = [f"prefill, T = {N}, a layer: " + "; ".join(f"{NAMES[n]} {t * 1e3:.1f} ms" for n, t in prefill.items()),
              f"decode after {N - 1} positions, a layer: " + "; ".join(f"{NAMES[n]} {_ms(t)}" for n, t in
                                                                       decode.items())]
