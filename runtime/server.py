@@ -62,7 +62,27 @@ def environment(step14: Path) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
-def _exit_on_signals(signalled: threading.Event) -> dict:
+class Signalled:
+    """Set by a signal handler, read by a loop: no lock, since a handler runs in the main thread between
+    two of its bytecodes and would wait forever on a lock that thread already holds (a threading.Event's,
+    inside its own wait). `wait` sleeps; the exception a handler raises ends the sleep."""
+
+    def __init__(self):
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        if not self._set:
+            time.sleep(timeout)
+        return self._set
+
+
+def _exit_on_signals(signalled: Signalled) -> dict:
     """While a server runs, Ctrl-C (SIGINT), SIGTERM and SIGHUP (a `kill`, a closed terminal) end this
     process through KeyboardInterrupt or SystemExit, so that the `with` stops the server; and set
     `signalled`, for a loop that waits on the server: Python drops an exception raised while a finalizer
@@ -99,7 +119,7 @@ class Server:
         self.process: subprocess.Popen | None = None
         self.started_in: float | None = None
         self._handlers: dict = {}
-        self.signalled = threading.Event()  # set by Ctrl-C, SIGTERM or SIGHUP while the server runs
+        self.signalled = Signalled()  # set by Ctrl-C, SIGTERM or SIGHUP while the server runs
         self._read = 0  # how much of the log refusals() has read
 
     def __enter__(self) -> Server:

@@ -210,13 +210,13 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
     """Python drops an exception raised while a finalizer runs: Ctrl-C landing in one would leave `pixi run
     serve` running. The server's handlers also set `signalled`, and serve's loop ends on it."""
     import gpt2_arch.__main__ as serve
-    from runtime.server import _exit_on_signals, _restore
+    from runtime.server import Signalled, _exit_on_signals, _restore
 
     class Finalised:
         def __del__(self):
             signal.raise_signal(signal.SIGINT)  # its KeyboardInterrupt is printed and dropped
 
-    signalled, handler = threading.Event(), signal.getsignal(signal.SIGINT)
+    signalled, handler = Signalled(), signal.getsignal(signal.SIGINT)
     before = _exit_on_signals(signalled)
     try:
         Finalised()
@@ -228,7 +228,7 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
         url, log, process = "http://127.0.0.1:1", Path("serve.log"), SimpleNamespace(poll=lambda: None)
 
         def __init__(self, *args, **kwargs):
-            self.signalled = threading.Event()
+            self.signalled = Signalled()
             threading.Timer(0.3, self.signalled.set).start()
 
         def __enter__(self):
@@ -247,6 +247,51 @@ def test_a_signal_whose_exception_a_finalizer_drops_still_stops_serve(monkeypatc
     loop.join(timeout=10)
     assert codes == [0], "serve's loop went on after its server was signalled"
     assert "Stopped." in capsys.readouterr().out
+
+
+_WAITS_UNDER_SIGNALS = """
+import os, time
+from runtime.server import Signalled, _exit_on_signals
+caught, end = 0, time.monotonic() + 4
+_exit_on_signals(Signalled())
+print(os.getpid(), flush=True)
+while time.monotonic() < end:
+    try:
+        while time.monotonic() < end:
+            try:
+                signalled = Signalled()  # a server's: set by its handlers, waited on by serve's loop
+                _exit_on_signals(signalled)
+                while not signalled.wait(0) and time.monotonic() < end:  # most of its time in the wait
+                    pass
+            except SystemExit:
+                caught += 1
+    except SystemExit:  # one landing in the line above
+        caught += 1
+print(caught, flush=True)
+"""
+
+
+def test_a_signal_landing_in_the_loops_wait_never_hangs_it():
+    """serve's loop waits on `signalled` while a SIGTERM's handler sets it: a lock in the flag (a
+    threading.Event's) can be held by the very thread the handler interrupts, which then waits on itself
+    forever. SIGTERMs every 2 ms for 2 s, each caught by a loop of waits: the loop goes on, and ends."""
+    child = subprocess.Popen([sys.executable, "-c", _WAITS_UNDER_SIGNALS], cwd=REPO, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        int(child.stdout.readline())
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            child.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        try:
+            out, err = child.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("a SIGTERM landing in serve's wait left its loop hung")
+        assert child.returncode == 0, f"the loop ended early (exit code {child.returncode}):\n{err[-1500:]}"
+        assert int(out) > 100, f"only {out.strip()} SIGTERMs reached the loop"
+    finally:
+        child.kill()
+        child.wait()
 
 
 # SIGTERM and SIGHUP share one handler (runtime.server's _exit_on_signals), and test_step14.py's
