@@ -60,7 +60,7 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # `python -m pytest -m heavy` runs the rest (each up to ~100 s, 17 min in all on 2 cores): the uncatalogued
 # mistakes and other styles of steps 13-16, the kernels' messages and the solutions of steps 15-16, step 16's
 # Mojo mistakes after its first, whole-model compile-only faults, the online book's layouts, the head
-# ablation, the serving bench. CI (.ci/run) runs the three, one after another.
+# ablation, the serving bench. CI (.ci/run) runs the default tier and an eighth of the other two (--share).
 SLOW_FROM_STEP = 9
 HEAVY_FROM_STEP = 13
 SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",
@@ -85,12 +85,45 @@ def tier(item) -> str:
     return "default"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--share", metavar="K/N", type=_share, default=None,
+                     help="run share K of N (0 <= K < N) of the selected tests, dealt out in turn in their collected "
+                          "order; CI runs a share of the slow and heavy tiers a commit (.ci/run)")
+
+
+def _share(text: str) -> tuple[int, int]:
+    import argparse
+
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/6")
+    return int(k), int(n)
+
+
 def pytest_configure(config):
     """Before pytest-xdist starts its workers, which import MAX side by side: MAX's Mojo-built modules,
     built once (runtime.mojo_modules; a fresh venv's two workers once failed at collection)."""
     from runtime.mojo_modules import build_once
 
     build_once()
+    if config.getoption("share"):
+        config.pluginmanager.register(_Share(*config.getoption("share")), "share")
+
+
+class _Share:
+    """--share K/N: after -m has selected (trylast: after pytest's own deselection), every N-th test from the
+    K-th. The N shares partition the selection, each of about the same cost: neighbours (one test's
+    parameters, a step's cases) go to different shares."""
+
+    def __init__(self, k: int, n: int):
+        self.k, self.n = k, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        left = [item for i, item in enumerate(items) if i % self.n != self.k]
+        if left:
+            config.hook.pytest_deselected(items=left)
+        items[:] = [item for i, item in enumerate(items) if i % self.n == self.k]
 
 
 def pytest_collection_modifyitems(config, items):

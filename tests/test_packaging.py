@@ -166,11 +166,41 @@ def test_ci_installs_with_exactly_the_readme_commands():
 
 
 def test_ci_runs_the_readme_test_commands():
-    """Every tier, whole: .ci/run runs the README's three test commands."""
+    """.ci/run runs the README's default tier whole, then the share of the other two the README names."""
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     for command in ("python -m pytest", "python -m pytest -m slow", "python -m pytest -m heavy"):
-        assert f"`{command}`" in readme and f"\n{command}\n" in ci, command
+        assert f"`{command}`" in readme, command
+    assert "\npython -m pytest\n" in ci
+    share = re.search(r'`python -m pytest -m "slow or heavy" --share K/(\d+)`', readme)
+    assert share, "the README names no CI share"
+    assert re.search(rf'\npython -m pytest -m "slow or heavy" --share "\$\(\(.+ % {share[1]} \)\)/{share[1]}"\n', ci)
+
+
+def test_shares_partition_a_selection(tmp_path):
+    """--share K/N: the N shares of a selection are disjoint and together the whole of it."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_addoption, pytest_configure  # noqa\n")
+    (tmp_path / "test_a.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('i', range(7))\n"
+                                        "def test_a(i):\n    pass\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+
+    def collect(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               "-c", str(tmp_path / "pytest.ini"), *args, str(tmp_path)],
+                              capture_output=True, text=True, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+
+    def ids(*args):
+        done = collect(*args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return re.findall(r"test_a\[\d\]", done.stdout)
+
+    whole = ids()
+    shares = [ids("--share", f"{k}/3") for k in range(3)]
+    assert len(whole) == 7 and sorted(sum(shares, [])) == sorted(whole), shares
+    assert [len(s) for s in shares] == [3, 2, 2], shares
+    bad = collect("--share", "3/3")
+    assert bad.returncode != 0 and "K/N with 0 <= K < N" in bad.stderr, bad.stdout + bad.stderr
 
 
 def test_maxs_mojo_modules_are_built_by_one_process_at_a_time(tmp_path):

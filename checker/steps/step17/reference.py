@@ -15,9 +15,10 @@ import numpy as np
 from checker.reporting.compare import Tolerance
 
 # float32 dot products of D = 64 and sums of up to 1024 weights against float64, where peaked scores (GPT-2's
-# magnitudes) amplify float32's rounding: the solution stays under a tenth of this on every case
-# (tests/test_step17.py holds it); a mistake is off by a hundredth of the output or more.
-KERNEL = Tolerance(1e-4, 1e-4)
+# magnitudes) amplify float32's rounding, and more so in 8-float vectors (AVX2) than in 16: the solution stays
+# under a tenth of this on every case at either width (tests/test_step17.py holds it); a mistake is off by a
+# hundredth of the output or more.
+KERNEL = Tolerance(2e-4, 2e-4)
 D = 64  # GPT-2 small's head_dim
 CACHE = 1024  # GPT-2 small's n_positions
 
