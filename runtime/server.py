@@ -231,12 +231,25 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.process.wait()
+            _reap(self.process)
 
     def client(self):
         from openai import OpenAI
 
         return OpenAI(base_url=self.url + "/v1", api_key="not-needed", max_retries=0, timeout=120)
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Waits for `process`, sent SIGKILL, to end. Popen's own wait takes a lock that a signal handler raising
+    inside Popen.poll (serve's loop polls) can leave held; then waitpid, which needs none, reaps it."""
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        try:
+            _, status = os.waitpid(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # reaped meanwhile
+            pass
 
 
 def _group_alive(pgid: int) -> bool:

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from runtime.guard import GRACE
 from runtime.paths import REPO
 from runtime.server import MODEL, Server
 from tests.conftest import one_server
@@ -293,6 +294,21 @@ def test_a_signal_landing_in_the_loops_wait_never_hangs_it():
     finally:
         child.kill()
         child.wait()
+
+
+def test_stop_ends_the_server_when_a_signal_left_popens_lock_held(tmp_path):
+    """A handler that raises inside Popen.poll, between its lock's acquire and its try, leaves the lock held;
+    Popen.wait() without a timeout would then wait on it forever. stop() still ends the process group."""
+    server = Server(tmp_path / "step_14.py", tmp_path, log=tmp_path / "serve.log")
+    server.process = subprocess.Popen(["sleep", "300"], stdin=subprocess.PIPE, start_new_session=True)
+    server.process._waitpid_lock.acquire()  # as an interrupted poll leaves it
+    done = threading.Thread(target=server.stop, daemon=True)
+    done.start()
+    done.join(timeout=GRACE + 30)
+    assert not done.is_alive(), "stop() hung on Popen's lock"
+    assert server.process.returncode == -signal.SIGKILL
+    with pytest.raises(ProcessLookupError):
+        os.killpg(server.process.pid, 0)
 
 
 # SIGTERM and SIGHUP share SIGINT's handler (runtime.server's _exit_on_signals): the test above sends
