@@ -68,6 +68,7 @@ def test_equivalences_catch_a_wrong_module(checkpoint, write_step):
     assert not ok and "vs your module" in lines[-1]
 
 
+@pytest.mark.slow  # its explicit loops bring MAX ops no step uses: ~3.5 min to compile on a cold cache
 def test_explore_flag(checkpoint):
     run = run_python("-m", "checker", "07", "--check-solution", "--explore")
     assert run.returncode == 0, run.stdout + run.stderr
