@@ -96,7 +96,7 @@ def _share(text: str) -> tuple[int, int]:
 
     k, _, n = text.partition("/")
     if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
-        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/6")
+        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/8")
     return int(k), int(n)
 
 
