@@ -311,7 +311,7 @@ def test_stop_ends_the_server_when_a_signal_left_popens_lock_held(tmp_path):
         os.killpg(server.process.pid, 0)
 
 
-# SIGTERM and SIGHUP share SIGINT's handler (runtime.server's _exit_on_signals): the test above sends
+# SIGTERM and SIGHUP share SIGINT's handler (runtime.server's _exit_on_signals): the signal test above sends
 # both, and test_step14.py's serve-command test SIGTERMs pixi run serve with a server behind it.
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
 def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, server_slot, how):
