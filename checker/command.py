@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         workers = warmup.start(step)  # compiles in the background while references load
         checkpoint = checkpoint or find_checkpoint()
         prepare(step, checkpoint)
-        warmup.finish(step, workers)
+        warmup.finish(workers)
+        warmup.load(step)  # the course's kernels, before the learner's code asks for them one by one
         warmup.announce_compiles()
         report = layout.check(step, path, checkpoint, timeout=args.timeout, number=number)
     except WeightsError as e:

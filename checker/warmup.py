@@ -1,25 +1,34 @@
-"""Compiling MAX's eager kernels ahead of the first check, two at a time.
+"""Compiling MAX's eager kernels in one batch, before the first check needs them.
 
-The checks run the learner's code eagerly, op by op: that is what makes a
-re-run after an edit take seconds, because MAX caches each op's compiled
-kernel on disk (in `~/.cache/modular`) no matter which graph used it. The
-price is the first use of each op on a machine, ~20-70 s each, one after
-another. Before the first check of a step this module compiles the ops the
-step's solution uses in two worker processes at once (CI and learners' laptops
-have at least 2 cores), and stamps MAX's cache so it happens once.
+The checks run the learner's code eagerly, op by op: a re-run after an edit
+takes seconds because MAX keeps each op's compiled kernel. MAX compiles an
+op's kernel on its first use, alone: 20-70 s each on 2 cores, nearly all of it
+a cost paid once per compile, not per op. So this module compiles the kernels
+the course uses together. A small program per op (`_programs`) runs with MAX's
+per-op compile intercepted, which collects the graph MAX would have compiled;
+on a machine's first check two worker processes compile one half of them each
+as one module (about 2 minutes for the 41, against ~25 one at a time) and keep
+the result as MAX artifacts (`.mef`) in MAX's cache folder. Every check then
+loads them into MAX's op caches (a fraction of a second) before it runs the
+learner's code.
 
-A learner's code may use an op the solution does not (`F.concat`, say): MAX
-compiles it on first use, and `announce_compiles` says so while it happens.
+A learner's code may use an op outside `_programs` (`F.cumsum`, say): MAX
+compiles it on first use, as before, and `announce_compiles` says so while it
+happens. If MAX's internals this leans on move, `load` loads nothing and MAX
+compiles every op on first use: slower the first time, the same checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -31,128 +40,209 @@ from runtime.paths import save
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
-# The eager ops each step's solution runs, and roughly how long each took to
-# compile on a 2-core CPU, in seconds (the first use on a machine).
-COST = {"matmul": 73, "band_part": 42, "softmax": 36, "div": 33, "add": 30, "mul": 30, "split": 25,
-        "mean": 24, "sub": 25, "sqrt": 25, "gelu": 30, "gather": 30, "transpose": 19, "broadcast_to": 18,
-        "compared_positions": 90, "cast": 16, "arange": 14}
-_ATTENTION = ("matmul", "band_part", "transpose", "broadcast_to", "add", "div", "split", "softmax")
-_LAYER_NORM = ("mean", "sub", "mul", "sqrt", "div", "add")
-_MLP = ("matmul", "add", "gelu")
-OPS = {
-    "02": ("broadcast_to", "band_part"),
-    "03": _LAYER_NORM,
-    "04": _MLP,
-    "05": ("gather",),
-    "06": ("gather",),
-    "07": (*_ATTENTION, "mul"),
-    "08": (*_ATTENTION, *_LAYER_NORM, *_MLP),
-    "09": (*_ATTENTION, *_LAYER_NORM, *_MLP),
-    "10": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
-    "11": (*_ATTENTION, *_LAYER_NORM, *_MLP, "gather"),
-}
-# The test suite's default tier: step 11's, and what the mistakes it makes bring besides (a mask of
-# positions compared, a cast, a float arange), each compiled once here instead of by both of pytest's
-# workers at once.
-OPS["suite"] = (*OPS["11"], "compared_positions", "cast", "arange")
+# The steps whose checks run the learner's code eagerly (the later steps compile graphs).
+EAGER_STEPS = ("02", "03", "04", "05", "06", "07", "08", "09", "10", "11")
 
 
-def groups(step: str) -> list[list[str]]:
-    """The step's ops split into two lists of about equal compile time, longest first."""
-    halves: list[list[str]] = [[], []]
-    for op in sorted(set(OPS.get(step, ())), key=COST.get, reverse=True):
-        min(halves, key=lambda h: sum(COST[o] for o in h)).append(op)
-    return [h for h in halves if h]
-
-
-def _run_op(name: str) -> None:
-    from max.driver import CPU
+def _programs() -> dict[str, Callable[[], object]]:
+    """One program per kernel the course's eager code reaches (an op, its dtype, for some its rank): the
+    solutions of steps 02-11, the default test tier's mistakes, and what learners commonly write instead
+    (`** 2`, `tanh`, `erf`, a slice, a max, `F.where`). Inputs come from numpy and share one shape, so
+    each program needs its op's kernel alone."""
     from max.dtype import DType
     from max.experimental import functional as F
+    from max.experimental import random
     from max.experimental.tensor import Tensor
 
-    a = Tensor.from_dlpack(np.ones((2, 2, 2), dtype=np.float32))
-    op = {
-        "matmul": lambda: a @ a,
-        "transpose": lambda: a.transpose(-1, -2),
-        "broadcast_to": lambda: F.broadcast_to(Tensor(1.0, dtype=DType.float32, device=CPU()), [2, 2]),
-        "band_part": lambda: F.band_part(a, num_lower=None, num_upper=0, exclude=True),
-        "add": lambda: a + a,
-        "div": lambda: a / 2.0,
-        "mul": lambda: a * 2.0,
-        "split": lambda: F.split(a, [1, 1], axis=-1)[0],
-        "softmax": lambda: F.softmax(a, axis=-1),
-        "gather": lambda: F.gather(a, Tensor.from_dlpack(np.zeros((2, 2), dtype=np.int64)), axis=0),
-        "mean": lambda: a.mean(axis=-1),
-        "sub": lambda: a - a,
-        "sqrt": lambda: F.sqrt(a),
-        "gelu": lambda: F.gelu(a, approximate="tanh"),
-        "compared_positions": lambda: _compared_positions(),
-        "cast": lambda: a.cast(DType.float64),
+    def x(*shape):  # float32, [2, 2, 2] unless told
+        return Tensor.from_dlpack(np.ones(shape or (2, 2, 2), dtype=np.float32))
+
+    def n(dtype=np.int64):  # integers [3, 4]
+        return Tensor.from_dlpack(np.arange(12, dtype=dtype).reshape(3, 4))
+
+    def mask():  # bool [3, 4]
+        return Tensor.from_dlpack(np.arange(12).reshape(3, 4) % 2 == 0)
+
+    return {
+        "matmul": lambda: x() @ x(),
+        "add": lambda: x() + x(),
+        "sub": lambda: x() - x(),
+        "mul": lambda: x() * x(),
+        "div": lambda: x() / x(),
+        "pow": lambda: x() ** x(),
+        "negate": lambda: -x(),
+        "broadcast_to": lambda: F.broadcast_to(x(1, 2), [2, 2]),
+        "transpose": lambda: x().transpose(-1, -2),
+        "band_part": lambda: F.band_part(x(), num_lower=None, num_upper=0, exclude=True),
+        "split": lambda: F.split(x(), [1, 1], axis=-1)[0],
+        "slice": lambda: x()[:, :, :1],
+        "slice of heads": lambda: x(2, 2, 2, 2)[:, :1],
+        "softmax": lambda: F.softmax(x(), axis=-1),
+        "mean": lambda: x().mean(axis=-1),
+        "sqrt": lambda: F.sqrt(x()),
+        "rsqrt": lambda: F.rsqrt(x()),
+        "concat": lambda: F.concat([x(), x()], axis=-1),
+        "sum": lambda: x().sum(axis=-1),
+        "max": lambda: x().max(axis=-1),
+        "exp": lambda: F.exp(x()),
+        "tanh": lambda: F.tanh(x()),
+        "erf": lambda: F.erf(x()),
+        "gelu": lambda: F.gelu(x(), approximate="tanh"),
+        "exact gelu": lambda: F.gelu(x()),
+        "silu": lambda: F.silu(x()),
+        "relu": lambda: F.relu(x()),
+        "gather": lambda: F.gather(x(), Tensor.from_dlpack(np.zeros((2, 2), dtype=np.int64)), axis=0),
+        "cast": lambda: x().cast(DType.float64),
         "arange": lambda: Tensor.arange(0, 4),
-    }[name]
-    np.from_dlpack(op())
+        "normal": lambda: random.normal([2, 2]),
+        "where": lambda: F.where(mask(), x(3, 4), x(3, 4)),
+        "not": lambda: F.logical_not(mask()),
+        "broadcast a mask": lambda: F.broadcast_to(Tensor.from_dlpack(np.ones((1, 4), dtype=bool)), [3, 4]),
+        "integer add": lambda: n() + n(),
+        "integer mul": lambda: n() * n(),
+        "integer compare": lambda: n() > n(),
+        "integer compare or equal": lambda: n() >= n(),
+        "integer broadcast": lambda: F.broadcast_to(Tensor.from_dlpack(np.arange(4).reshape(1, 4)), [3, 4]),
+        "integer slice": lambda: n()[1:, :2],
+        "index add": lambda: n(np.uint64) + n(np.uint64),
+    }
 
 
-def _compared_positions():
-    """A mask from key and query positions compared, as a learner may build one (step 02's mistakes): int64
-    aranges, adds and broadcasts, comparisons, a where."""
-    from max.driver import CPU
-    from max.dtype import DType
-    from max.experimental import functional as F
-    from max.experimental.tensor import Tensor
-
-    q = Tensor.arange(0, 3, dtype=DType.int64, device=CPU()).reshape([-1, 1])
-    k = Tensor.arange(0, 4, dtype=DType.int64, device=CPU()).reshape([1, -1])
-    zeros = F.broadcast_to(Tensor(0.0, dtype=DType.float32, device=CPU()), [3, 4])
-    masked = F.broadcast_to(Tensor(float("-inf"), dtype=DType.float32, device=CPU()), [3, 4])
-    for allowed in (k < q + 1, k <= q + 1, F.broadcast_to(Tensor(1, dtype=DType.int64, device=CPU()), [3, 4]) > k):
-        np.from_dlpack(F.where(allowed, zeros, masked))
-    return zeros
+class _Recorded(Exception):
+    """Raised in place of MAX's per-op compile: the op's graph was recorded, not compiled."""
 
 
-def _stamp() -> Path:
+def _compile(half: int) -> None:
+    """A worker: compiles the kernels of `halves()[half]` together and keeps them as MAX artifacts (`.mef`)
+    beside MAX's cache, with a list of which op kernel each holds.
+
+    Each round runs the programs with MAX's per-op compile swapped for one that records the graph of the
+    kernel an op lacks into one module and stops the program there; the module is then compiled in one
+    go, exported, and its kernels put in MAX's op caches. A program needing several kernels (`normal`:
+    a broadcast, an index add, the draw) gets further each round.
+    """
+    from max._interpreter_ops import gc_compile
+    from max._mlir_context import ensure_default_mlir_context
+    from max.graph import Module
+
+    programs = _programs()
+    compile_one = gc_compile.compile_single_target
+    kept: dict[str, list[tuple[str, str]]] = {}  # artifact file -> [(op family, kernel)]
+    while True:
+        with ensure_default_mlir_context():
+            module = Module()
+        recorded: dict[str, tuple] = {}
+
+        def record(family, key, device, build):
+            if key not in recorded:
+                with ensure_default_mlir_context():
+                    build(module)
+                recorded[key] = (family, device)
+            raise _Recorded(key)
+
+        gc_compile.compile_single_target = record
+        try:
+            for name in halves()[half]:
+                with contextlib.suppress(Exception):
+                    programs[name]()
+        finally:
+            gc_compile.compile_single_target = compile_one
+        if not recorded:
+            break
+        session = gc_compile.session_for(next(iter(recorded.values()))[1])
+        with ensure_default_mlir_context():
+            compiled = session.compile(module)
+        artifact = f"eager-{half}-{len(kept)}.mef"
+        save(_folder() / artifact, lambda tmp: compiled.export_mef(tmp))
+        models = session.init_all(compiled)
+        for key, (family, _) in recorded.items():
+            family.cache[key] = models[key]
+        kept[artifact] = [(family.name, key) for key, (family, _) in recorded.items()]
+    save(_folder() / f"eager-{half}.json", lambda tmp: tmp.write_text(json.dumps({"edition": _edition(),
+                                                                                  "artifacts": kept})))
+
+
+def halves() -> list[list[str]]:
+    """The programs' names cut in two, one half per worker, where the halves take about as long to
+    compile (matmul, the reductions and the rearranging ops cost most). `normal` needs the kernels of an
+    integer broadcast and an index add first, so it stays in the half with theirs."""
+    names = list(_programs())
+    cut = names.index("concat")
+    return [names[:cut], names[cut:]]
+
+
+def _folder() -> Path:
+    """Where the artifacts live: in MAX's cache folder, so that emptying it empties them too."""
     try:
         from max._interpreter_ops.gc_compile import _cache_dir
 
         root = _cache_dir()
     except Exception:
         root = None
-    root = Path(root) if root else Path.home() / ".cache" / "modular" / ".max_cache"
-    return root / "gpt2-course-warm.json"
+    return (Path(root) if root else Path.home() / ".cache" / "modular" / ".max_cache") / "gpt2-course"
 
 
-def _warmed() -> dict:
+def _edition() -> str:
+    """What the artifacts were made with: MAX's version and this module's text (its programs)."""
+    return f"{version('max')} {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}"
+
+
+def _manifests() -> list[dict] | None:
+    """Both workers' lists of artifacts, if both were made with this edition."""
     try:
-        return json.loads(_stamp().read_text())
+        found = [json.loads((_folder() / f"eager-{half}.json").read_text()) for half in (0, 1)]
     except (OSError, ValueError):
-        return {}
+        return None
+    return found if all(m.get("edition") == _edition() for m in found) else None
+
+
+def load(step: str) -> int:
+    """Before a check of `step` runs the learner's code: the course's kernels into MAX's op caches, from
+    the workers' artifacts (a fraction of a second). Returns how many; 0 for a step that compiles graphs
+    instead, before the workers finished, or if MAX's internals moved (MAX then compiles each op on its
+    first use)."""
+    manifests = _manifests() if step in (*EAGER_STEPS, "suite") else None
+    if manifests is None:
+        return 0
+    try:
+        from max._interpreter_ops import gc_compile
+        from max.driver import CPU
+
+        families = {family.name: family for family in gc_compile.registered_families()}
+        session = gc_compile.session_for(CPU())
+        loaded = 0
+        for manifest in manifests:
+            for artifact, kernels in manifest["artifacts"].items():
+                models = session.load_all(_folder() / artifact)
+                for family, key in kernels:
+                    families[family].cache.setdefault(key, models[key])
+                loaded += len(kernels)
+        return loaded
+    except (ImportError, AttributeError, KeyError, OSError, RuntimeError):
+        return 0
 
 
 def start(step: str) -> list[subprocess.Popen]:
-    """Starts the workers for `step` if its ops are not compiled yet; returns them."""
-    if step not in OPS or _warmed().get(step) == version("max"):
+    """Starts the two workers if `step` runs eager ops and their artifacts are missing; returns them."""
+    if step not in (*EAGER_STEPS, "suite") or _manifests() is not None:
         return []
     print(
-        f"First {'check of step ' + step if step.isdigit() else 'run of the test suite'} on this machine: compiling "
-        "MAX kernels for its operations (once, 2-3 minutes on 2 cores)...",
+        f"First {'check' if step.isdigit() else 'run of the test suite'} on this machine: compiling the MAX "
+        "kernels of the course's operations (once, about 2 minutes on 2 cores)...",
         file=sys.stderr,
         flush=True,
     )
     build_once()  # before the workers import MAX side by side
-    return [
-        subprocess.Popen([sys.executable, "-m", "checker.warmup", *group], stdout=subprocess.DEVNULL)
-        for group in groups(step)
-    ]
+    return [subprocess.Popen([sys.executable, "-m", "checker.warmup", str(half)], stdout=subprocess.DEVNULL)
+            for half in (0, 1)]
 
 
-def finish(step: str, workers: list[subprocess.Popen]) -> None:
-    """Waits for the workers and stamps the cache if they all succeeded."""
+def finish(workers: list[subprocess.Popen]) -> None:
+    """Waits for the workers."""
     if not workers:
         return
     started = time.perf_counter()
     if all(w.wait() == 0 for w in workers):
-        save(_stamp(), lambda tmp: tmp.write_text(json.dumps(_warmed() | {step: version("max")})))
         print(f"...kernels ready (waited {time.perf_counter() - started:.0f} s more).", file=sys.stderr, flush=True)
 
 
@@ -185,10 +275,9 @@ def announce_compiles() -> None:
     gc_compile.compile_single_target = announced
 
 
-if __name__ == "__main__":  # a worker: compiles the kernels of the ops named
-    _ops = argparse.ArgumentParser(prog="python -m checker.warmup", description="Compiles MAX's eager kernels "
-                                   "for these ops (the checks start two such workers themselves).")
-    _ops.add_argument("ops", nargs="+", choices=sorted(COST))
+if __name__ == "__main__":  # a worker: compiles one half of the programs' kernels
+    _half = argparse.ArgumentParser(prog="python -m checker.warmup", description="Compiles one half of the "
+                                    "course's eager MAX kernels (the checks start both workers themselves).")
+    _half.add_argument("half", type=int, choices=(0, 1))
     runtime.setup()
-    for name in _ops.parse_args().ops:
-        _run_op(name)
+    _compile(_half.parse_args().half)

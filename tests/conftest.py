@@ -168,7 +168,8 @@ def checkpoints():
         found = {standin: find_checkpoint(standin) for standin in STANDINS}
         for ckpt in found.values():
             prepare("12", ckpt)  # the activations every step uses, and step 12's continuation
-        warmup.finish("suite", workers)
+        warmup.finish(workers)
+    warmup.load("suite")
     warmup.announce_compiles()
     return found
 
