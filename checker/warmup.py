@@ -7,7 +7,7 @@ a cost paid once per compile, not per op. So this module compiles the kernels
 the course uses together. A small program per op (`_programs`) runs with MAX's
 per-op compile intercepted, which collects the graph MAX would have compiled;
 on a machine's first check two worker processes compile one half of them each
-as one module (about 2 minutes for the 41, against ~25 one at a time) and keep
+as one module (2-3 minutes for the 41, against ~25 one at a time) and keep
 the result as MAX artifacts (`.mef`) in MAX's cache folder. Every check then
 loads them into MAX's op caches (a fraction of a second) before it runs the
 learner's code.
@@ -126,6 +126,7 @@ def _compile(half: int) -> None:
     from max.graph import Module
 
     programs = _programs()
+    names = halves()[half]
     compile_one = gc_compile.compile_single_target
     kept: dict[str, list[tuple[str, str]]] = {}  # artifact file -> [(op family, kernel)]
     while True:
@@ -142,7 +143,7 @@ def _compile(half: int) -> None:
 
         gc_compile.compile_single_target = record
         try:
-            for name in halves()[half]:
+            for name in names:
                 with contextlib.suppress(Exception):
                     programs[name]()
         finally:
@@ -228,7 +229,7 @@ def start(step: str) -> list[subprocess.Popen]:
         return []
     print(
         f"First {'check' if step.isdigit() else 'run of the test suite'} on this machine: compiling the MAX "
-        "kernels of the course's operations (once, about 2 minutes on 2 cores)...",
+        "kernels of the course's operations (once, 2-3 minutes on 2 cores)...",
         file=sys.stderr,
         flush=True,
     )
