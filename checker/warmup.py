@@ -40,8 +40,11 @@ from runtime.paths import save
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
-# The steps whose checks run the learner's code eagerly (the later steps compile graphs).
-EAGER_STEPS = ("02", "03", "04", "05", "06", "07", "08", "09", "10", "11")
+
+def _runs_max(step: str) -> bool:
+    """Whether a check of `step` ("suite": the test suite) runs MAX ops: all but step 01's (the config).
+    Steps 12-17 run the learner's model op by op too, before they compile it."""
+    return step != "01"
 
 
 def _programs() -> dict[str, Callable[[], object]]:
@@ -199,10 +202,11 @@ def _manifests() -> list[dict] | None:
 
 def load(step: str) -> int:
     """Before a check of `step` runs the learner's code: the course's kernels into MAX's op caches, from
-    the workers' artifacts (a fraction of a second). Returns how many; 0 for a step that compiles graphs
-    instead, before the workers finished, or if MAX's internals moved (MAX then compiles each op on its
-    first use)."""
-    manifests = _manifests() if step in (*EAGER_STEPS, "suite") else None
+    the workers' artifacts (a fraction of a second). Returns how many; 0 for step 01, before the workers
+    finished, or if MAX's internals moved (MAX then compiles each op on its first use). MAX's own disk
+    cache keys a kernel by the module it was compiled in, so a process that skipped this load would
+    compile each kernel again on its own."""
+    manifests = _manifests() if _runs_max(step) else None
     if manifests is None:
         return 0
     try:
@@ -224,8 +228,8 @@ def load(step: str) -> int:
 
 
 def start(step: str) -> list[subprocess.Popen]:
-    """Starts the two workers if `step` runs eager ops and their artifacts are missing; returns them."""
-    if step not in (*EAGER_STEPS, "suite") or _manifests() is not None:
+    """Starts the two workers if a check of `step` runs MAX ops and the artifacts are missing; returns them."""
+    if not _runs_max(step) or _manifests() is not None:
         return []
     print(
         f"First {'check' if step.isdigit() else 'run of the test suite'} on this machine: compiling the MAX "
