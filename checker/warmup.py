@@ -8,9 +8,9 @@ the course uses together. A small program per op (`_programs`) runs with MAX's
 per-op compile intercepted, which collects the graph MAX would have compiled;
 on a machine's first check two worker processes compile one half of them each
 as one module (2-3 minutes for the 41, against ~25 one at a time) and keep
-the result as MAX artifacts (`.mef`) in MAX's cache folder. Every check then
-loads them into MAX's op caches (a fraction of a second) before it runs the
-learner's code.
+the result as MAX artifacts (`.mef`), which every check, and the explore
+commands, load into MAX's op caches (`runtime.eager_kernels`, a fraction of a
+second) before they run the learner's code.
 
 A learner's code may use an op outside `_programs` (`F.cumsum`, say): MAX
 compiles it on first use, as before, and `announce_compiles` says so while it
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import json
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import runtime
+from runtime import eager_kernels
 from runtime.mojo_modules import build_once
 from runtime.paths import save
 
@@ -157,13 +157,12 @@ def _compile(half: int) -> None:
         with ensure_default_mlir_context():
             compiled = session.compile(module)
         artifact = f"eager-{half}-{len(kept)}.mef"
-        save(_folder() / artifact, lambda tmp: compiled.export_mef(tmp))
+        save(eager_kernels.folder() / artifact, lambda tmp: compiled.export_mef(tmp))
         models = session.init_all(compiled)
         for key, (family, _) in recorded.items():
             family.cache[key] = models[key]
         kept[artifact] = [(family.name, key) for key, (family, _) in recorded.items()]
-    save(_folder() / f"eager-{half}.json", lambda tmp: tmp.write_text(json.dumps({"edition": _edition(),
-                                                                                  "artifacts": kept})))
+    eager_kernels.keep(half, _edition(), kept)
 
 
 def halves() -> list[list[str]]:
@@ -175,61 +174,20 @@ def halves() -> list[list[str]]:
     return [names[:cut], names[cut:]]
 
 
-def _folder() -> Path:
-    """Where the artifacts live: in MAX's cache folder, so that emptying it empties them too."""
-    try:
-        from max._interpreter_ops.gc_compile import _cache_dir
-
-        root = _cache_dir()
-    except Exception:
-        root = None
-    return (Path(root) if root else Path.home() / ".cache" / "modular" / ".max_cache") / "gpt2-course"
-
-
 def _edition() -> str:
     """What the artifacts were made with: MAX's version and this module's text (its programs)."""
     return f"{version('max')} {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}"
 
 
-def _manifests() -> list[dict] | None:
-    """Both workers' lists of artifacts, if both were made with this edition."""
-    try:
-        found = [json.loads((_folder() / f"eager-{half}.json").read_text()) for half in (0, 1)]
-    except (OSError, ValueError):
-        return None
-    return found if all(m.get("edition") == _edition() for m in found) else None
-
-
 def load(step: str) -> int:
-    """Before a check of `step` runs the learner's code: the course's kernels into MAX's op caches, from
-    the workers' artifacts (a fraction of a second). Returns how many; 0 for step 01, before the workers
-    finished, or if MAX's internals moved (MAX then compiles each op on its first use). MAX's own disk
-    cache keys a kernel by the module it was compiled in, so a process that skipped this load would
-    compile each kernel again on its own."""
-    manifests = _manifests() if _runs_max(step) else None
-    if manifests is None:
-        return 0
-    try:
-        from max._interpreter_ops import gc_compile
-        from max.driver import CPU
-
-        families = {family.name: family for family in gc_compile.registered_families()}
-        session = gc_compile.session_for(CPU())
-        loaded = 0
-        for manifest in manifests:
-            for artifact, kernels in manifest["artifacts"].items():
-                models = session.load_all(_folder() / artifact)
-                for family, key in kernels:
-                    families[family].cache.setdefault(key, models[key])
-                loaded += len(kernels)
-        return loaded
-    except (ImportError, AttributeError, KeyError, OSError, RuntimeError):
-        return 0
+    """Before a check of `step` runs the learner's code: the course's kernels into MAX's op caches
+    (`runtime.eager_kernels`); how many. 0 for step 01."""
+    return eager_kernels.load() if _runs_max(step) else 0
 
 
 def start(step: str) -> list[subprocess.Popen]:
     """Starts the two workers if a check of `step` runs MAX ops and the artifacts are missing; returns them."""
-    if not _runs_max(step) or _manifests() is not None:
+    if not _runs_max(step) or eager_kernels.manifests(_edition()) is not None:
         return []
     print(
         f"First {'check' if step.isdigit() else 'run of the test suite'} on this machine: compiling the MAX "
@@ -239,7 +197,7 @@ def start(step: str) -> list[subprocess.Popen]:
     )
     build_once()  # before the workers import MAX side by side
     return [subprocess.Popen([sys.executable, "-m", "checker.warmup", str(half)], stdout=subprocess.DEVNULL)
-            for half in (0, 1)]
+            for half in eager_kernels.HALVES]
 
 
 def finish(workers: list[subprocess.Popen]) -> None:

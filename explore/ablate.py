@@ -21,6 +21,7 @@ import numpy as np
 
 import runtime
 from explore.attention import OUT, checkpoint_and_layer, save, settings, weights_note
+from runtime import eager_kernels
 from runtime.learner import LearnerError, call, import_step
 from runtime.loading import stored_tensors
 from runtime.paths import step_file
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="use the course's steps, not yours")
     args = parser.parse_args(argv)
     runtime.setup()
+    eager_kernels.load()  # the course's eager kernels, compiled by the checks' warm-up
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2

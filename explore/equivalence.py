@@ -27,6 +27,7 @@ import runtime
 from checker.references import attention_np
 from checker.references.reference import activations
 from explore.attention import attention_module, checkpoint_and_layer, settings
+from runtime import eager_kernels
 from runtime.learner import LearnerError, call, import_step
 from runtime.paths import REPO, shown, step_file
 
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per call into your code")
     args = parser.parse_args(argv)
     runtime.setup()
+    eager_kernels.load()  # the course's eager kernels, compiled by the checks' warm-up
     path = args.file.resolve() if args.file else step_file("07", solution=args.solutions)
     if (checkpoint := checkpoint_and_layer(parser, 0)) is None:
         return 2

@@ -32,6 +32,7 @@ from explore.attention import (
     weights_note,
     weights_of,
 )
+from runtime import eager_kernels
 from runtime.learner import LearnerError, call
 from runtime.tokenizer import tokenizer_of
 
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="use the course's step 07, not yours")
     args = parser.parse_args(argv)
     runtime.setup()
+    eager_kernels.load()  # the course's eager kernels, compiled by the checks' warm-up
 
     if (checkpoint := checkpoint_and_layer(parser, args.layer)) is None:
         return 2

@@ -14,6 +14,7 @@
 - `quantize`     8-bit blocks (Q8_0) in numpy; `bandwidth` the bytes a decode step reads, and the
                  machine's read bandwidth
 - `kernels`      a Mojo kernel folder handed to MAX at a path named by its content: compiled once
+- `eager_kernels` the course's eager kernels, compiled together by the checks' warm-up, loaded at once
 - `server`       `max serve` of a step 14 file, started and always stopped (`guard`, `mojo_modules`)
 
 Call `setup()` once where a process starts, before MAX is imported.
