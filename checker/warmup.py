@@ -116,8 +116,8 @@ class _Recorded(Exception):
 
 
 def _compile(half: int) -> None:
-    """A worker: compiles the kernels of `halves()[half]` together and keeps them as MAX artifacts (`.mef`)
-    beside MAX's cache, with a list of which op kernel each holds.
+    """A worker: compiles the kernels of `halves(programs)[half]` together and keeps them as MAX artifacts
+    (`.mef`) in MAX's cache folder (`runtime.eager_kernels.folder()`), with a list of which op kernel each holds.
 
     Each round runs the programs with MAX's per-op compile swapped for one that records the graph of the
     kernel an op lacks into one module and stops the program there; the module is then compiled in one
@@ -129,7 +129,7 @@ def _compile(half: int) -> None:
     from max.graph import Module
 
     programs = _programs()
-    names = halves()[half]
+    names = halves(list(programs))[half]
     compile_one = gc_compile.compile_single_target
     kept: dict[str, list[tuple[str, str]]] = {}  # artifact file -> [(op family, kernel)]
     while True:
@@ -165,11 +165,10 @@ def _compile(half: int) -> None:
     eager_kernels.keep(half, _edition(), kept)
 
 
-def halves() -> list[list[str]]:
-    """The programs' names cut in two, one half per worker, where the halves take about as long to
-    compile (matmul, the reductions and the rearranging ops cost most). `normal` needs the kernels of an
-    integer broadcast and an index add first, so it stays in the half with theirs."""
-    names = list(_programs())
+def halves(names: list[str]) -> list[list[str]]:
+    """The programs' names, in `_programs()`'s order, cut in two, one half per worker, where the halves
+    take about as long to compile (matmul, the reductions and the rearranging ops cost most). `normal`
+    needs the kernels of an integer broadcast and an index add first, so it stays in the half with theirs."""
     cut = names.index("concat")
     return [names[:cut], names[cut:]]
 
