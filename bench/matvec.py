@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 from runtime.bandwidth import settled
-from runtime.compiling import compile_decode
+from runtime.compiling import Compiled, compile_decode
 
 # MAX and the solutions (which import MAX) are imported inside the functions that use them: importing them
 # takes seconds.
@@ -145,7 +145,7 @@ def _int8_products(config):
     rng, weights = np.random.default_rng(0), {}
     for i, (k, m) in enumerate(shapes):
         weights[f"p{i}.q"], weights[f"p{i}.scales"] = quantize(rng.standard_normal((m, k)).astype(np.float32))
-    return chain.compile(TensorType(DType.float32, [1, config.n_embd], device=CPU()), weights=weights)
+    return Compiled(chain.compile(TensorType(DType.float32, [1, config.n_embd], device=CPU()), weights=weights))
 
 
 def int8_split(model, config, past: int = 160, repeats: int = 40) -> dict:
