@@ -33,11 +33,15 @@ def greedy_with_cache(run, cache: list, input_ids: np.ndarray, steps: int) -> tu
     return np.concatenate(new, axis=1), time.perf_counter() - started
 
 
-def greedy_steps(run, config, empty_cache, prompt: list[int], steps: int) -> tuple[list[int], list[np.ndarray]]:
-    """Greedy generation: the new ids, and the logits [V] each decode step gave (after the first token)."""
+def greedy_steps(run, config, empty_cache, prompt: list[int], steps: int, *,
+                 first: list | None = None) -> tuple[list[int], list[np.ndarray]]:
+    """Greedy generation: the new ids, and the logits [V] each decode step gave (after the first token);
+    the prompt's pass's logits [V], which pick the first, appended to `first` when given."""
     from max.experimental.tensor import Tensor
 
     logits, *cache = run(Tensor.from_dlpack(np.array([prompt], np.int64)), *empty_cache(config, 1))
+    if first is not None:
+        first.append(np.from_dlpack(logits)[0].astype(np.float64))
     ids, decoded = [int(np.from_dlpack(logits)[0].argmax())], []
     for _ in range(steps - 1):
         logits, *cache = run(Tensor.from_dlpack(np.array([[ids[-1]]], np.int64)), *cache)

@@ -135,10 +135,102 @@ def test_a_mistake_is_named_when_the_kernel_splits_to_fill_the_cores(mistake):
         P, (B, H, T, _) = int(past[0]), q.shape
         parts = 1 if T > 1 else max(1, min(-(-2 // (B * H)), -(-(P + 1) // 64)))
         kc, vc = written(k, v, kc, vc, P)
-        flags = dict(maxima=False) if mistake is SPLITS_WITHOUT_MAXIMA else dict(rescale=False)
+        flags = dict(maxima=False) if mistake is SPLITS_WITHOUT_MAXIMA else dict(rescale_l=False, rescale_acc=False)
         computed[name] = (online(q, kc, vc, P, 64, parts, **flags), kc, vc)
     part = step17_kernel.judge(inputs, _results(computed))
     assert part.status == FAIL and part.mistake is mistake, _said(part)
+
+
+def _uncatalogued(compute) -> dict[str, np.ndarray]:
+    """run_kernel's results for a kernel that writes the caches right and computes `compute(q, kc, vc, P)`."""
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in step17_kernel.arrays().items():
+        kc, vc = written(k, v, kc, vc, int(past[0]))
+        computed[name] = (compute(q, kc, vc, int(past[0])), kc, vc)
+    return _results(computed)
+
+
+@pytest.mark.parametrize("factor, reading", [(1 / 64, "= q . k / sqrt(D)^2"), (0.3 / 8, "0.3x them")])
+def test_scores_scaled_by_another_factor_are_told_by_the_factor(factor, reading):
+    """A kernel whose scores are q . k times some other factor than 1 / sqrt(D) (scaled twice, or by a constant
+    of its own) is told the factor it used, fitted to its output, and GPT-2's."""
+    results = _uncatalogued(lambda q, kc, vc, P: attention(q, kc, vc, P, scale=factor))
+    part = step17_kernel.judge(step17_kernel.arrays(), results)
+    said = _said(part)
+    assert part.status == FAIL and part.mistake is None and f"q . k x {factor:.3g}" in said, said
+    assert reading in said and "GPT-2's are q . k / sqrt(D) = q . k x 0.125" in said, said
+
+
+def test_a_kernel_right_on_the_first_head_only_is_told_where_heads_start():
+    """Every head but each case's first attends over the first head's keys (a head's offset in memory
+    forgotten): the judge says the first head is right and where a head's numbers start."""
+    def first_heads_keys(q, kc, vc, P):
+        return attention(q, np.broadcast_to(kc[:1, :1], kc.shape), np.broadcast_to(vc[:1, :1], vc.shape), P)
+
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(first_heads_keys))
+    said = _said(part)
+    assert part.status == FAIL and "right on each case's first head (b = 0, h = 0), off on the others" in said, said
+    assert "right on: decode P=100, one head" in said, said
+
+
+def test_exp_not_shifted_by_the_maximum_is_told_by_where_the_nan_is():
+    """exp(s) in float32 without the running maximum: inf above 88, 0 far below 0, so NaN on exactly the cases
+    of large or far negative scores; the judge says so."""
+    def unshifted(q, kc, vc, P):
+        T, Dh = q.shape[2], q.shape[3]
+        s = (q @ kc[:, :, :P + T].swapaxes(-1, -2)).astype(np.float32) / np.float32(np.sqrt(Dh))
+        s = np.where(np.arange(P + T)[None, :] > (P + np.arange(T))[:, None], -np.inf, s)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            w = np.exp(s)
+            return (w @ vc[:, :, :P + T]) / w.sum(-1, keepdims=True)
+
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(unshifted))
+    said = _said(part)
+    assert part.status == FAIL and "NaN in the output only where the scores are large or far below 0" in said, said
+    assert "overflows to inf" in said, said
+
+
+def test_a_race_from_writing_the_cache_at_the_wrong_position_is_told_by_the_caches():
+    """A kernel that stores the new key at position t instead of P + t reads at decode what another split is
+    writing, so its output varies between runs: the judge says where the caches were written, first."""
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        T = q.shape[2]
+        want, _, _ = expected(q, k, v, kc, vc, past)
+        kc, vc = kc.copy(), vc.copy()
+        kc[:, :, :T], vc[:, :, :T] = k, v  # at 0 .. T-1
+        computed[name] = (want, kc, vc)
+    results = _results(computed)
+    raced = kernel_cases()[4][0]  # decode P=100, one head: its keys split
+    results[raced][1] += 0.5
+    part = step17_kernel.judge(inputs, results)
+    said = _said(part)
+    assert part.status == FAIL and "different outputs" in part.summary, said
+    assert part.details[0].startswith(f"k_cache differs at positions 0, 100 on {raced}"), said
+    assert "write the new keys and values at P .. P+T-1 and nowhere else" in said, said
+
+
+def test_a_first_token_from_the_wrong_position_is_told_by_the_prompts_logits(checkpoint):
+    """A forward that returns the logits of the prompt's first position, not its last, picks a wrong first
+    token while every decode step (one position) is right: the reference says whose logits the prompt's
+    pass gave, from the logits greedy_steps keeps of it."""
+    import torch
+
+    from checker.steps.step15.decode import DecodeReference
+    from runtime.hf import load_hf_model
+
+    prompt = [5, 17, 3, 250, 9]
+    reference = DecodeReference(load_hf_model(checkpoint), prompt)
+    with torch.no_grad():
+        theirs = reference.hf(torch.tensor([prompt])).logits[0].double().numpy()  # [5, V]
+    assert int(theirs[0].argmax()) != reference.theirs[0]  # else this case cannot tell
+    ids = [int(theirs[0].argmax()), *reference.theirs[1:3]]
+    problems = reference.problems(ids, [np.zeros(theirs.shape[-1])] * 2, [theirs[0]])[1]
+    said = "\n".join(problems)
+    assert "the prompt's pass, whose logits pick new token 0" in said, said
+    assert "they are its logits at position 0 of the 5" in said, said
+    assert reference.prompt_problem(theirs[-1]) is None
 
 
 def test_float32_rounding_passes_and_a_hundredth_fails():

@@ -268,17 +268,38 @@ class DecodeReference:
         with torch.no_grad():
             return self.hf(torch.tensor([self.prompt + ids])).logits[0, n:n + len(ids) - 1].double().numpy()
 
+    def prompt_problem(self, logits: np.ndarray) -> str | None:
+        """What is wrong with the prompt's pass's logits [V] (which pick the first new token), against Hugging
+        Face's at the prompt's last position; the prompt position whose logits they are, if any. None if right."""
+        import torch
+
+        with torch.no_grad():
+            theirs = self.hf(torch.tensor([self.prompt])).logits[0].double().numpy()  # [n, V]
+        verdict = compare(logits, theirs[-1], axes=("vocab",), mistakes=[], tol=DECODE)
+        if verdict.ok:
+            return None
+        n = len(self.prompt)
+        at = next((p for p in range(n - 1)
+                   if compare(logits, theirs[p], axes=("vocab",), mistakes=[], tol=DECODE).ok), None)
+        return (f"the prompt's pass, whose logits pick new token 0: they differ from Hugging Face's at the prompt's "
+                f"last position ({verdict.summary})" + (
+                    f"; they are its logits at position {at} of the {n}: the logits forward returns are the last "
+                    "position's, x[:, -1, :]" if at is not None else ""))
+
     def verdict(self, ids: list[int], decoded: list[np.ndarray]):
         return compare(np.stack(decoded), self.logits(ids), axes=("decode step", "vocab"), mistakes=[], tol=DECODE)
 
-    def problems(self, ids: list[int], decoded: list[np.ndarray]):
-        """None when the decode is right; else (the logits' verdict, the lines that say what differs)."""
+    def problems(self, ids: list[int], decoded: list[np.ndarray], first: list[np.ndarray] | None = None):
+        """None when the decode is right; else (the logits' verdict, the lines that say what differs). `first`:
+        the prompt's pass's logits (greedy_steps'), to tell a first new token that differs."""
         verdict = self.verdict(ids, decoded)
         if verdict.ok and ids == self.theirs[:len(ids)]:
             return None
         problems = []
         if ids != self.theirs[:len(ids)]:
             problems.append(ids_differ(ids, self.theirs[:len(ids)]))
+            if first and ids[0] != self.theirs[0] and (line := self.prompt_problem(first[0])):
+                problems.append(line)
         if not verdict.ok:
             problems += [f"decode-step logits: {verdict.summary}", *verdict.details]
         return verdict, problems

@@ -16,7 +16,7 @@ from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, cuts, output
-from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
+from checker.steps.step17.reference import KERNEL, attention, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
 SEED = 17
@@ -76,6 +76,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     raced = [name for name, *_ in cases
              if any(not np.array_equal(r, results[key][0], equal_nan=True)
                     for key in (name, f"{name}#3", f"{name}#4") for r in results[key][1:])]
+    caches = {name: _caches(name, inputs[name], results) for name, *_ in cases}
     if raced:
         both = ("two tasks write (or add into) the same place at once: the output of one (b, h, query), a part's "
                 "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end")
@@ -83,15 +84,13 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  "the bands before it; store every new key and value first, in a pass of their own, then attend")
         prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
         lines = [f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else [both, f"or {early}"]
+        if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
+            lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
+                     "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
         return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
                     lines)
-    verdicts, caches = {}, {}
-    for name, B, H, T, P, *_ in cases:
-        want, kc, vc = expected(*inputs[name])
-        verdicts[name] = compare(results[name][0].astype(np.float64), want, axes=AXES, mistakes=[], tol=KERNEL)
-        caches[name] = [problem for i, (after, before, label) in enumerate(
-            ((kc, inputs[name][3], "k_cache"), (vc, inputs[name][4], "v_cache")))
-            if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label))]
+    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*inputs[name])[0], axes=AXES,
+                              mistakes=[], tol=KERNEL) for name, *_ in cases}
     failing = [name for name, *_ in cases if not verdicts[name].ok or caches[name]]
     if not failing:
         worst = max(v.margin or 0.0 for v in verdicts.values())
@@ -105,8 +104,17 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     if len(failing) > 1:
         details.append(f"also off: {'; '.join(failing[1:])}")
     if named is None:
-        details += _shared(cases, failing, results)
+        details += _shared(cases, failing, inputs, results, caches)
     return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} cases", details, named, verdict.margin)
+
+
+def _caches(name: str, arrays: list[np.ndarray], results: dict) -> list[str]:
+    """What is wrong with the two caches the kernel left on case `name` (its first run): [] when both are right."""
+    q, k, v, k_cache, v_cache, past = arrays
+    P, T = int(past[0]), q.shape[2]
+    _, kc, vc = expected(*arrays)
+    return [problem for i, (after, before, label) in enumerate(((kc, k_cache, "k_cache"), (vc, v_cache, "v_cache")))
+            if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label))]
 
 
 def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: bool) -> bool:
@@ -129,9 +137,64 @@ def _named(inputs: dict, results: dict):
     return None
 
 
-def _shared(cases, failing: list[str], results: dict) -> list[str]:
+def _scale_fit(inputs: dict, results: dict) -> float | None:
+    """The factor c for which causal attention with scores q . k x c is the learner's output on every case (the
+    caches right), or None: c fitted on the first case, then held to every case at the check's tolerance."""
+    names = [name for name, *_ in kernel_cases()]
+    first = inputs[names[0]]
+    got = results[names[0]][0].astype(np.float64)
+    if not np.isfinite(got).all():
+        return None
+    _, kc, vc = expected(*first)
+    P = int(first[5][0])
+
+    def error(c: float) -> float:
+        return float(np.abs(attention(first[0], kc, vc, P, scale=c) - got).max())
+
+    grid = np.float64(2.0) ** np.linspace(-12, 6, 361)  # 2^-12 .. 2^6, 5% apart
+    best = int(np.argmin([error(c) for c in grid]))
+    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    for _ in range(40):  # golden-section search between the grid's neighbours
+        a, b = high - (high - low) / 1.618, low + (high - low) / 1.618
+        low, high = (low, b) if error(a) < error(b) else (a, high)
+    c = (low + high) / 2
+    for name in names:
+        _, kc, vc = expected(*inputs[name])
+        if _caches(name, inputs[name], results) or not compare(
+                results[name][0].astype(np.float64), attention(inputs[name][0], kc, vc, int(inputs[name][5][0]),
+                                                                scale=c), axes=AXES, mistakes=[], tol=KERNEL).ok:
+            return None
+    return c
+
+
+def _scaled(c: float, Dh: int) -> str:
+    """What a fitted scale says: c against GPT-2's 1 / sqrt(D), and as a power of sqrt(D) when it is one."""
+    power = -np.log(c) / np.log(np.sqrt(Dh))  # c = sqrt(D)^-power
+    reading = ""
+    if abs(power - round(power)) < 0.01 and round(power) != 1:
+        reading = f" = q . k / sqrt(D)^{round(power)}" if round(power) else " (not scaled at all)"
+    return (f"your output is causal attention with the scores q . k x {c:.4g}{reading}, on every case: GPT-2's are "
+            f"q . k / sqrt(D) = q . k x {1 / np.sqrt(Dh):.4g} (D = {Dh}); yours are {c * np.sqrt(Dh):.3g}x them. "
+            "Scale once: q before its dot products, or each score")
+
+
+def _first_head_only(cases, failing: list[str], inputs: dict, results: dict) -> bool:
+    """Every failing case has more than one head, and its first (b = 0, h = 0) is right where another is off."""
+    for name, B, H, *_ in cases:
+        if name not in failing:
+            continue
+        got, want = results[name][0].astype(np.float64), expected(*inputs[name])[0]
+        close = np.isclose(got, want, rtol=1e-3, atol=1e-4).reshape(B * H, -1).all(axis=1)
+        if B * H == 1 or not close[0] or close.all():
+            return False
+    return True
+
+
+def _shared(cases, failing: list[str], inputs: dict, results: dict, caches: dict) -> list[str]:
     """What the failing cases share, when the outputs name no mistake."""
     by = {name: (T, P, H * B, m) for name, B, H, T, P, D, N, m in cases}
+    if not any(caches.values()) and (c := _scale_fit(inputs, results)) is not None:
+        return [_scaled(c, cases[0][5])]
     off = set(failing)
     lines = []
     if off == {n for n, (T, P, _, _) in by.items() if P > 0}:
@@ -140,8 +203,16 @@ def _shared(cases, failing: list[str], results: dict) -> list[str]:
     if off <= {n for n, (T, _, heads, _) in by.items() if T == 1 and heads == 1}:
         lines.append("off only at decode with a single head, where a head's keys are split between tasks: how the "
                      "parts are combined (each part's l and acc scaled by exp(m_part - m))")
+    if _first_head_only(cases, failing, inputs, results):
+        lines.append("right on each case's first head (b = 0, h = 0), off on the others: where a head's numbers start "
+                     "in memory: q, k, v and the result at ((b * H + h) * T + t) * D, the caches at ((b * H + h) * N "
+                     "+ j) * D, N the caches' own length (n_positions), not P + T")
     nans = [n for n in failing if np.isnan(results[n][0]).any()]
-    if nans:
+    if nans and all(by[n][3] != 1.0 for n in nans):
+        lines.append(f"NaN in the output only where the scores are large or far below 0 ({'; '.join(nans)}): exp of a "
+                     "score not shifted by the running maximum overflows to inf (above 88) or underflows to 0, and "
+                     "l is inf or 0; exp(s - m), with m the running maximum, stays finite")
+    elif nans:
         lines.append(f"NaN in the output on {'; '.join(nans)}: a sum l of 0 (no key seen, or every exp(s - m) 0 "
                      "because m started above every score), a sum or accumulator never set to 0 (memory from "
                      "alloc, and a variable declared without a value, start with whatever was there), or a read "

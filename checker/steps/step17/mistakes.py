@@ -53,9 +53,24 @@ NO_RESCALE = Mistake(
     "were not multiplied by exp(m_old - m_new): what was summed against the old maximum stays too large",
     "Each time m grows to m', l and the accumulator become l x exp(m - m') and acc x exp(m - m') before the "
     "tile's own terms are added.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale=False)),
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_l=False,
+                                                       rescale_acc=False)),
     Edit("var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled",
          "var factor = Float32(1)", file=KERNEL))
+SUM_NOT_RESCALED = Mistake(
+    "sum-not-rescaled", "when a tile's largest score is above the running maximum, the accumulator was multiplied "
+    "by exp(m_old - m_new) but the running sum l was not: l stays too large, and every weight too small",
+    "l and the accumulator are two halves of one fraction: when m grows to m', both are multiplied by "
+    "exp(m - m').",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_l=False)),
+    Edit("l = l * factor", "l = l + 0", file=KERNEL))
+ACC_NOT_RESCALED = Mistake(
+    "acc-not-rescaled", "when a tile's largest score is above the running maximum, the running sum l was multiplied "
+    "by exp(m_old - m_new) but the accumulator was not: the values summed before stay too heavy",
+    "l and the accumulator are two halves of one fraction: when m grows to m', both are multiplied by "
+    "exp(m - m'), the accumulator's every lane.",
+    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_acc=False)),
+    Edit("acc[e] = acc[e] * factor", "acc[e] = acc[e] + 0", file=KERNEL))
 MAX_FROM_ZERO = Mistake(
     "max-from-zero", "the running maximum starts at 0, not -infinity: a query whose scores are all far below 0 "
     "has every exp(s - 0) underflow to 0, and its output is 0 / 0",
@@ -106,7 +121,7 @@ CACHE_SWAPPED = Mistake(
 
 # Those whose output depends on how the kernel cuts the keys, and those that do not; those known by the caches
 # they leave alone (their output depends on when a task reads what another writes).
-CUT = [NO_RESCALE, MAX_FROM_ZERO, LAST_TILE, SPLITS_WITHOUT_MAXIMA]
+CUT = [NO_RESCALE, SUM_NOT_RESCALED, ACC_NOT_RESCALED, MAX_FROM_ZERO, LAST_TILE, SPLITS_WITHOUT_MAXIMA]
 WHOLE = [MASK_NOT_OFFSET, UNSCALED, CACHE_NOT_WRITTEN, CACHE_SWAPPED]
 BY_CACHES = [CACHE_NOT_WRITTEN, CACHE_SWAPPED]
 CATALOGUE = [*WHOLE, *CUT]

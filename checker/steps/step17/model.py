@@ -168,17 +168,17 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dty
         if problem:
             run.add(Part("model", FAIL, problem))
             return None
-        recorded = []
+        recorded, first = [], []
         with recording(recorded, eager):
             ids, decoded = run.call(greedy_steps, in_place(eager, caches), config, no_positions, prompt,
-                                    EAGER_TOKENS)
+                                    EAGER_TOKENS, first=first)
     except LearnerError as e:
         run.add(Part.from_error("model", e))
         return None
     # The logits first (a wrong piece of the model is placed), then the caches (keys wrong in a way the
     # learner's own attention agrees with: Hugging Face fed them agrees too), then the greedy ids.
     with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
-        failed = reference.problems(ids, decoded)
+        failed = reference.problems(ids, decoded, first)
         if failed is not None and not failed[0].ok:
             verdict, problems = failed
             problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,

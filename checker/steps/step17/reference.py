@@ -69,13 +69,16 @@ def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:
     return kc, vc
 
 
-def attention(q, kc, vc, P: int, *, offset: bool = True, scaled: bool = True) -> np.ndarray:
+def attention(q, kc, vc, P: int, *, offset: bool = True, scaled: bool = True, scale: float | None = None
+              ) -> np.ndarray:
     """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores / sqrt(D)
-    (`scaled`). The right output, and two mistakes."""
+    (`scaled`; or times `scale` when given). The right output, and mistakes."""
     T, Dh = q.shape[2], q.shape[3]
     S = P + T
     s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2)
-    if scaled:
+    if scale is not None:
+        s = s * scale
+    elif scaled:
         s = s / np.sqrt(Dh)
     last = (P if offset else 0) + np.arange(T)
     s = np.where(np.arange(S)[None, :] > last[:, None], -np.inf, s)
@@ -90,13 +93,14 @@ def expected(q, k, v, k_cache, v_cache, past) -> tuple[np.ndarray, np.ndarray, n
     return attention(q, kc, vc, P), kc, vc
 
 
-def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale: bool = True, start: float = -np.inf,
-           last_tile: bool = True, maxima: bool = True) -> np.ndarray:
+def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale_l: bool = True, rescale_acc: bool = True,
+           start: float = -np.inf, last_tile: bool = True, maxima: bool = True) -> np.ndarray:
     """The online softmax in float32 as a kernel computes it: each head's S = P + T keys cut into `splits`
     equal parts (the last shorter), each gone over in tiles of `tile` keys from its start, and the parts
-    combined. The mistakes: without `rescale` the running sum and accumulator are not multiplied by
-    exp(m_old - m_new); `start` is the running maximum's first value; without `last_tile` a part's keys after
-    its last whole tile are left out; without `maxima` the parts are combined as sum a_s / sum l_s."""
+    combined. The mistakes: without `rescale_l` the running sum, without `rescale_acc` the accumulator, is
+    not multiplied by exp(m_old - m_new); `start` is the running maximum's first value; without `last_tile`
+    a part's keys after its last whole tile are left out; without `maxima` the parts are combined as
+    sum a_s / sum l_s."""
     B, H, T, Dh = q.shape
     S = P + T
     per = -(-S // splits)
@@ -117,9 +121,11 @@ def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale: bool = Tru
                             break
                         s = scores[j0:j1, t]
                         new = max(m, s.max())
-                        factor = np.exp(m - new) if rescale else np.float32(1)
+                        factor = np.exp(m - new)
                         w = np.exp(s - new)
-                        l, a, m = l * factor + w.sum(), a * factor + w @ vc[b, h, j0:j1], new
+                        l = (l * factor if rescale_l else l) + w.sum()
+                        a = (a * factor if rescale_acc else a) + w @ vc[b, h, j0:j1]
+                        m = new
                     parts.append((m, l, a))
                 top = max(m for m, _, _ in parts)
                 with np.errstate(invalid="ignore", divide="ignore"):  # a part that saw no key: NaN, as a kernel's
