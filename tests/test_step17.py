@@ -230,7 +230,7 @@ def test_a_first_token_from_the_wrong_position_is_told_by_the_prompts_logits(che
     said = "\n".join(problems)
     assert "the prompt's pass, whose logits pick new token 0" in said, said
     assert "they are its logits at position 0 of the 5" in said, said
-    assert reference.prompt_problem(theirs[-1]) is None
+    assert reference.prompt_problem(theirs[-1], ids) is None
 
 
 def test_float32_rounding_passes_and_a_hundredth_fails():

@@ -268,17 +268,19 @@ class DecodeReference:
         with torch.no_grad():
             return self.hf(torch.tensor([self.prompt + ids])).logits[0, n:n + len(ids) - 1].double().numpy()
 
-    def prompt_problem(self, logits: np.ndarray) -> str | None:
+    def prompt_problem(self, logits: np.ndarray, ids: list[int]) -> str | None:
         """What is wrong with the prompt's pass's logits [V] (which pick the first new token), against Hugging
-        Face's at the prompt's last position; the prompt position whose logits they are, if any. None if right."""
+        Face's at the prompt's last position; the prompt position whose logits they are, if any. None if right.
+        Hugging Face runs on the prompt and `ids`, as for the decode steps' logits: a hook on it (step 17's
+        `fed`) then sees the same positions as theirs."""
         import torch
 
+        n = len(self.prompt)
         with torch.no_grad():
-            theirs = self.hf(torch.tensor([self.prompt])).logits[0].double().numpy()  # [n, V]
+            theirs = self.hf(torch.tensor([self.prompt + ids])).logits[0, :n].double().numpy()  # [n, V]
         verdict = compare(logits, theirs[-1], axes=("vocab",), mistakes=[], tol=DECODE)
         if verdict.ok:
             return None
-        n = len(self.prompt)
         at = next((p for p in range(n - 1)
                    if compare(logits, theirs[p], axes=("vocab",), mistakes=[], tol=DECODE).ok), None)
         return (f"the prompt's pass, whose logits pick new token 0: they differ from Hugging Face's at the prompt's "
@@ -298,7 +300,7 @@ class DecodeReference:
         problems = []
         if ids != self.theirs[:len(ids)]:
             problems.append(ids_differ(ids, self.theirs[:len(ids)]))
-            if first and ids[0] != self.theirs[0] and (line := self.prompt_problem(first[0])):
+            if first and ids[0] != self.theirs[0] and (line := self.prompt_problem(first[0], ids)):
                 problems.append(line)
         if not verdict.ok:
             problems += [f"decode-step logits: {verdict.summary}", *verdict.details]
