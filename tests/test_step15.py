@@ -200,6 +200,16 @@ def test_wrong_last_outputs_of_m_are_told_as_m(checkpoint):
     assert said.startswith("the last outputs of M") and "the last 5 of M = 53" in said, said
 
 
+def test_every_output_but_the_first_wrong_is_told_as_where_a_row_of_w_starts(checkpoint):
+    """Row m of w read from row 0's place but for its first weights (an index without m * K): output 0 of each
+    row of y is right, the others off, said as where a row of w starts."""
+    def wrong(x, w, b, y):
+        return step15_reference.expected(x, np.repeat(w[:1], w.shape[0], axis=0), b)  # every row of w read as row 0
+
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), wrong)))
+    assert said.startswith("outputs after the first") and "where row m of w starts" in said, said
+
+
 def test_wrong_rows_of_x_after_the_first_are_told_as_rows(checkpoint):
     def wrong(x, w, b, y):
         y = y.copy()

@@ -64,7 +64,8 @@ VECTOR_TAIL = Tail(WIDTHS, "your vector width", "the columns after the last whol
 def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> list[str]:
     """Which dimension makes the failing cases fail, read from the pattern across all the cases and, within
     each, from which outputs are off: a tail of K (off exactly where K is no multiple of one of tail.widths),
-    the last outputs of M (those after whole bands of rows), rows of x after the first, or every shape with
+    the last outputs of M (those after whole bands of rows), every output of M but the first (where a row of
+    w starts), rows of x after the first, or every shape with
     more than one row of x (an index by n). [] when no single
     dimension explains it."""
     bad = {}
@@ -97,6 +98,10 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
     listed = ", ".join(shape_name(*shapes[name]) for name in sorted(failing))
+    if all(shapes[name][2] > 1 and not bad[name][:, 0].any() and bad[name][:, 1:].mean() > 0.9 for name in failing):
+        return [f"outputs after the first: on every failing shape ({listed}) output 0 of each row of y is right and "
+                "nearly every other off: where row m of w starts in memory (its weights at m * K; step 16's "
+                "scales at m * KB)"]
     if all(shapes[name][0] > 1 and not bad[name][0].any() for name in failing):
         return [f"rows of x after the first: off only on shapes with more than one row of x ({listed}), and "
                 "there only on rows 1 and up; row 0 is right"]
