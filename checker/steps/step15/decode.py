@@ -260,24 +260,25 @@ class DecodeReference:
                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
                 pad_token_id=0)[0, len(prompt):].tolist()
 
-    def logits(self, ids: list[int]) -> np.ndarray:
-        """[len(ids) - 1, V]: Hugging Face's logits at each decode step of the prompt followed by `ids`."""
+    def _forward(self, ids: list[int]) -> np.ndarray:
+        """[n + len(ids), V]: Hugging Face's logits at every position of the prompt followed by `ids` (a hook on
+        it, step 17's `fed`, sees those positions)."""
         import torch
 
-        n = len(self.prompt)
         with torch.no_grad():
-            return self.hf(torch.tensor([self.prompt + ids])).logits[0, n:n + len(ids) - 1].double().numpy()
+            return self.hf(torch.tensor([self.prompt + ids])).logits[0].double().numpy()
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """[len(ids) - 1, V]: Hugging Face's logits at each decode step of the prompt followed by `ids`."""
+        n = len(self.prompt)
+        return self._forward(ids)[n:n + len(ids) - 1]
 
     def prompt_problem(self, logits: np.ndarray, ids: list[int]) -> str | None:
         """What is wrong with the prompt's pass's logits [V] (which pick the first new token), against Hugging
         Face's at the prompt's last position; the prompt position whose logits they are, if any. None if right.
-        Hugging Face runs on the prompt and `ids`, as for the decode steps' logits: a hook on it (step 17's
-        `fed`) then sees the same positions as theirs."""
-        import torch
-
+        Hugging Face runs on the prompt and `ids`, as for the decode steps' logits."""
         n = len(self.prompt)
-        with torch.no_grad():
-            theirs = self.hf(torch.tensor([self.prompt + ids])).logits[0, :n].double().numpy()  # [n, V]
+        theirs = self._forward(ids)[:n]  # [n, V]
         verdict = compare(logits, theirs[-1], axes=("vocab",), mistakes=[], tol=DECODE)
         if verdict.ok:
             return None

@@ -65,9 +65,8 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
     """Which dimension makes the failing cases fail, read from the pattern across all the cases and, within
     each, from which outputs are off: a tail of K (off exactly where K is no multiple of one of tail.widths),
     the last outputs of M (those after whole bands of rows), every output of M but the first (where a row of
-    w starts), rows of x after the first, or every shape with
-    more than one row of x (an index by n). [] when no single
-    dimension explains it."""
+    w starts), rows of x after the first, or every shape with more than one row of x (an index by n). []
+    when no single dimension explains it."""
     bad = {}
     for name, n, k, m, _ in cases:
         x, w, b = arrays[name]

@@ -76,7 +76,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     raced = [name for name, *_ in cases
              if any(not np.array_equal(r, results[key][0], equal_nan=True)
                     for key in (name, f"{name}#3", f"{name}#4") for r in results[key][1:])]
-    caches = {name: _caches(name, inputs[name], results) for name, *_ in cases}
+    wants = {name: expected(*inputs[name]) for name, *_ in cases}  # each case's (output, k_cache, v_cache)
+    caches = {name: _caches(name, inputs[name], wants[name], results) for name, *_ in cases}
     if raced:
         both = ("two tasks write (or add into) the same place at once: the output of one (b, h, query), a part's "
                 "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end")
@@ -89,8 +90,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
         return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
                     lines)
-    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*inputs[name])[0], axes=AXES,
-                              mistakes=[], tol=KERNEL) for name, *_ in cases}
+    verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[],
+                              tol=KERNEL) for name, *_ in cases}
     failing = [name for name, *_ in cases if not verdicts[name].ok or caches[name]]
     if not failing:
         worst = max(v.margin or 0.0 for v in verdicts.values())
@@ -104,15 +105,16 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     if len(failing) > 1:
         details.append(f"also off: {'; '.join(failing[1:])}")
     if named is None:
-        details += _shared(cases, failing, inputs, results, caches)
+        details += _shared(cases, failing, inputs, results, caches, wants)
     return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} cases", details, named, verdict.margin)
 
 
-def _caches(name: str, arrays: list[np.ndarray], results: dict) -> list[str]:
-    """What is wrong with the two caches the kernel left on case `name` (its first run): [] when both are right."""
+def _caches(name: str, arrays: list[np.ndarray], want: tuple, results: dict) -> list[str]:
+    """What is wrong with the two caches the kernel left on case `name` (its first run), against `want`
+    (expected's): [] when both are right."""
     q, k, v, k_cache, v_cache, past = arrays
     P, T = int(past[0]), q.shape[2]
-    _, kc, vc = expected(*arrays)
+    _, kc, vc = want
     return [problem for i, (after, before, label) in enumerate(((kc, k_cache, "k_cache"), (vc, v_cache, "v_cache")))
             if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label))]
 
@@ -137,15 +139,16 @@ def _named(inputs: dict, results: dict):
     return None
 
 
-def _scale_fit(inputs: dict, results: dict) -> float | None:
-    """The factor c for which causal attention with scores q . k x c is the learner's output on every case (the
-    caches right), or None: c fitted on the first case, then held to every case at the check's tolerance."""
+def _scale_fit(inputs: dict, results: dict, wants: dict) -> float | None:
+    """The factor c for which causal attention with scores q . k x c is the learner's output on every case (its
+    caches right: the caller's to know), or None: c fitted on the first case, then held to every case at the
+    check's tolerance."""
     names = [name for name, *_ in kernel_cases()]
     first = inputs[names[0]]
     got = results[names[0]][0].astype(np.float64)
     if not np.isfinite(got).all():
         return None
-    _, kc, vc = expected(*first)
+    _, kc, vc = wants[names[0]]
     P = int(first[5][0])
 
     def error(c: float) -> float:
@@ -159,10 +162,10 @@ def _scale_fit(inputs: dict, results: dict) -> float | None:
         low, high = (low, b) if error(a) < error(b) else (a, high)
     c = (low + high) / 2
     for name in names:
-        _, kc, vc = expected(*inputs[name])
-        if _caches(name, inputs[name], results) or not compare(
-                results[name][0].astype(np.float64), attention(inputs[name][0], kc, vc, int(inputs[name][5][0]),
-                                                                scale=c), axes=AXES, mistakes=[], tol=KERNEL).ok:
+        _, kc, vc = wants[name]
+        if not compare(results[name][0].astype(np.float64), attention(inputs[name][0], kc, vc,
+                                                                       int(inputs[name][5][0]), scale=c),
+                       axes=AXES, mistakes=[], tol=KERNEL).ok:
             return None
     return c
 
@@ -178,22 +181,23 @@ def _scaled(c: float, Dh: int) -> str:
             "Scale once: q before its dot products, or each score")
 
 
-def _first_head_only(cases, failing: list[str], inputs: dict, results: dict) -> bool:
+def _first_head_only(cases, failing: list[str], results: dict, wants: dict) -> bool:
     """Every failing case has more than one head, and its first (b = 0, h = 0) is right where another is off."""
     for name, B, H, *_ in cases:
         if name not in failing:
             continue
-        got, want = results[name][0].astype(np.float64), expected(*inputs[name])[0]
+        got, want = results[name][0].astype(np.float64), wants[name][0]
         close = np.isclose(got, want, rtol=1e-3, atol=1e-4).reshape(B * H, -1).all(axis=1)
         if B * H == 1 or not close[0] or close.all():
             return False
     return True
 
 
-def _shared(cases, failing: list[str], inputs: dict, results: dict, caches: dict) -> list[str]:
-    """What the failing cases share, when the outputs name no mistake."""
+def _shared(cases, failing: list[str], inputs: dict, results: dict, caches: dict, wants: dict) -> list[str]:
+    """What the failing cases share, when the outputs name no mistake (`caches`: each case's cache problems;
+    `wants`: each case's expected output and caches)."""
     by = {name: (T, P, H * B, m) for name, B, H, T, P, D, N, m in cases}
-    if not any(caches.values()) and (c := _scale_fit(inputs, results)) is not None:
+    if not any(caches.values()) and (c := _scale_fit(inputs, results, wants)) is not None:
         return [_scaled(c, cases[0][5])]
     off = set(failing)
     lines = []
@@ -203,7 +207,7 @@ def _shared(cases, failing: list[str], inputs: dict, results: dict, caches: dict
     if off <= {n for n, (T, _, heads, _) in by.items() if T == 1 and heads == 1}:
         lines.append("off only at decode with a single head, where a head's keys are split between tasks: how the "
                      "parts are combined (each part's l and acc scaled by exp(m_part - m))")
-    if _first_head_only(cases, failing, inputs, results):
+    if _first_head_only(cases, failing, results, wants):
         lines.append("right on each case's first head (b = 0, h = 0), off on the others: where a head's numbers start "
                      "in memory: q, k, v and the result at ((b * H + h) * T + t) * D, the caches at ((b * H + h) * N "
                      "+ j) * D, N the caches' own length (n_positions), not P + T")

@@ -86,7 +86,7 @@ MASK_NOT_OFFSET = Mistake(
 UNSCALED = Mistake(
     "unscaled", "the scores are not divided by sqrt(D): q . k, not q . k / sqrt(D)",
     "Scale each score by 1 / sqrt(head_dim) (or scale q once, before its dot products).",
-    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, scaled=False)),
+    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, scale=1.0)),
     Edit("qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W) * scale",
          "qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W)", file=KERNEL))
 LAST_TILE = Mistake(

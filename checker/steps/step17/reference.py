@@ -69,17 +69,13 @@ def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:
     return kc, vc
 
 
-def attention(q, kc, vc, P: int, *, offset: bool = True, scaled: bool = True, scale: float | None = None
-              ) -> np.ndarray:
-    """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores / sqrt(D)
-    (`scaled`; or times `scale` when given). The right output, and mistakes."""
+def attention(q, kc, vc, P: int, *, offset: bool = True, scale: float | None = None) -> np.ndarray:
+    """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores q . k times
+    `scale` (by default 1 / sqrt(D)). The right output, and mistakes."""
     T, Dh = q.shape[2], q.shape[3]
     S = P + T
     s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2)
-    if scale is not None:
-        s = s * scale
-    elif scaled:
-        s = s / np.sqrt(Dh)
+    s = s * (1 / np.sqrt(Dh) if scale is None else scale)
     last = (P if offset else 0) + np.arange(T)
     s = np.where(np.arange(S)[None, :] > last[:, None], -np.inf, s)
     w = np.exp(s - s.max(-1, keepdims=True))
