@@ -15,8 +15,9 @@ from checker.harness.runner import StepRun
 from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
-from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, cuts, output
-from checker.steps.step17.reference import KERNEL, attention, case_arrays, expected, kernel_cases
+from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
+from checker.steps.step17.reading import readings
+from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
 SEED = 17
@@ -104,8 +105,9 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                *(caches[first] or [f"{first}: {verdict.summary}", *(f"  {d}" for d in verdict.details)])]
     if len(failing) > 1:
         details.append(f"also off: {'; '.join(failing[1:])}")
-    if named is None:
-        details += _shared(cases, failing, inputs, results, caches, wants)
+    if named is None and not any(caches.values()):  # what the output is, read from it, first
+        lines, named = readings(inputs, results, wants)
+        details = lines + details
     return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} cases", details, named, verdict.margin)
 
 
@@ -129,96 +131,14 @@ def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: 
 
 def _named(inputs: dict, results: dict):
     """The catalogued mistake whose output and caches equal the learner's on every case, cut the same way
-    on each (one tile size, one split count), or None."""
+    on each (one tile size, one split count), or None. Those the readings name (a bound, a scale) are left
+    to them."""
     names = [name for name, *_ in kernel_cases()]
     for mistake in CATALOGUE:
+        if mistake in READ:
+            continue
         for tile, splits in cuts(mistake):
             if all(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0],
                             output(mistake, inputs[name], tile, splits), mistake in BY_CACHES) for name in names):
                 return mistake
     return None
-
-
-def _scale_fit(inputs: dict, results: dict, wants: dict) -> float | None:
-    """The factor c for which causal attention with scores q . k x c is the learner's output on every case (its
-    caches right: the caller's to know), or None: c fitted on the first case, then held to every case at the
-    check's tolerance."""
-    names = [name for name, *_ in kernel_cases()]
-    first = inputs[names[0]]
-    got = results[names[0]][0].astype(np.float64)
-    if not np.isfinite(got).all():
-        return None
-    _, kc, vc = wants[names[0]]
-    P = int(first[5][0])
-
-    def error(c: float) -> float:
-        return float(np.abs(attention(first[0], kc, vc, P, scale=c) - got).max())
-
-    grid = np.float64(2.0) ** np.linspace(-12, 6, 361)  # 2^-12 .. 2^6, 5% apart
-    best = int(np.argmin([error(c) for c in grid]))
-    low, high = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    for _ in range(40):  # golden-section search between the grid's neighbours
-        a, b = high - (high - low) / 1.618, low + (high - low) / 1.618
-        low, high = (low, b) if error(a) < error(b) else (a, high)
-    c = (low + high) / 2
-    for name in names:
-        _, kc, vc = wants[name]
-        if not compare(results[name][0].astype(np.float64), attention(inputs[name][0], kc, vc,
-                                                                       int(inputs[name][5][0]), scale=c),
-                       axes=AXES, mistakes=[], tol=KERNEL).ok:
-            return None
-    return c
-
-
-def _scaled(c: float, Dh: int) -> str:
-    """What a fitted scale says: c against GPT-2's 1 / sqrt(D), and as a power of sqrt(D) when it is one."""
-    power = -np.log(c) / np.log(np.sqrt(Dh))  # c = sqrt(D)^-power
-    reading = ""
-    if abs(power - round(power)) < 0.01 and round(power) != 1:
-        reading = f" = q . k / sqrt(D)^{round(power)}" if round(power) else " (not scaled at all)"
-    return (f"your output is causal attention with the scores q . k x {c:.4g}{reading}, on every case: GPT-2's are "
-            f"q . k / sqrt(D) = q . k x {1 / np.sqrt(Dh):.4g} (D = {Dh}); yours are {c * np.sqrt(Dh):.3g}x them. "
-            "Scale once: q before its dot products, or each score")
-
-
-def _first_head_only(cases, failing: list[str], results: dict, wants: dict) -> bool:
-    """Every failing case has more than one head, and its first (b = 0, h = 0) is right where another is off."""
-    for name, B, H, *_ in cases:
-        if name not in failing:
-            continue
-        got, want = results[name][0].astype(np.float64), wants[name][0]
-        close = np.isclose(got, want, rtol=1e-3, atol=1e-4).reshape(B * H, -1).all(axis=1)
-        if B * H == 1 or not close[0] or close.all():
-            return False
-    return True
-
-
-def _shared(cases, failing: list[str], inputs: dict, results: dict, caches: dict, wants: dict) -> list[str]:
-    """What the failing cases share, when the outputs name no mistake (`caches`: each case's cache problems;
-    `wants`: each case's expected output and caches)."""
-    by = {name: (T, P, H * B, m) for name, B, H, T, P, D, N, m in cases}
-    if not any(caches.values()) and (c := _scale_fit(inputs, results, wants)) is not None:
-        return [_scaled(c, cases[0][5])]
-    off = set(failing)
-    lines = []
-    if off == {n for n, (T, P, _, _) in by.items() if P > 0}:
-        lines.append("off exactly where positions were cached before (P > 0), right where P = 0: which keys a new "
-                     "query sees (0 .. P + t), or where the new keys and values are written (P .. P+T-1)")
-    if off <= {n for n, (T, _, heads, _) in by.items() if T == 1 and heads == 1}:
-        lines.append("off only at decode with a single head, where a head's keys are split between tasks: how the "
-                     "parts are combined (each part's l and acc scaled by exp(m_part - m))")
-    if _first_head_only(cases, failing, results, wants):
-        lines.append("right on each case's first head (b = 0, h = 0), off on the others: where a head's numbers start "
-                     "in memory: q, k, v and the result at ((b * H + h) * T + t) * D, the caches at ((b * H + h) * N "
-                     "+ j) * D, N the caches' own length (n_positions), not P + T")
-    nans = [n for n in failing if np.isnan(results[n][0]).any()]
-    if nans and all(by[n][3] != 1.0 for n in nans):
-        lines.append(f"NaN in the output only where the scores are large or far below 0 ({'; '.join(nans)}): exp of a "
-                     "score not shifted by the running maximum overflows to inf (above 88) or underflows to 0, and "
-                     "l is inf or 0; exp(s - m), with m the running maximum, stays finite")
-    elif nans:
-        lines.append(f"NaN in the output on {'; '.join(nans)}: a sum l of 0 (no key seen, or every exp(s - m) 0 "
-                     "because m started above every score), a sum or accumulator never set to 0 (memory from "
-                     "alloc, and a variable declared without a value, start with whatever was there), or a read "
-                     "outside a tensor (the check surrounds each input with NaN)")
-    return lines

@@ -124,6 +124,9 @@ CACHE_SWAPPED = Mistake(
 CUT = [NO_RESCALE, SUM_NOT_RESCALED, ACC_NOT_RESCALED, MAX_FROM_ZERO, LAST_TILE, SPLITS_WITHOUT_MAXIMA]
 WHOLE = [MASK_NOT_OFFSET, UNSCALED, CACHE_NOT_WRITTEN, CACHE_SWAPPED]
 BY_CACHES = [CACHE_NOT_WRITTEN, CACHE_SWAPPED]
+# Those the kernel's readings name (checker.steps.step17.reading: a bound moved, a scale), by the same path as a
+# mistake nobody listed
+READ = [MASK_NOT_OFFSET, UNSCALED]
 CATALOGUE = [*WHOLE, *CUT]
 
 

@@ -1,0 +1,223 @@
+"""Reading a kernel's mistake from what it computed, as a reviewer reads it, without knowing the mistake in
+advance. Steps 15, 16 and 17's judges share it: each lays its cases out as rows (one query's output of
+attention, one output of a product), with each row's features (the keys it sees, its head, whether it is
+its call's last query, the width K of its product), and hands over the readings that mean something for
+its kernel, in its own words. This module finds which reading explains what was computed:
+
+    Rows.of(cases, tol)                 every case's rows side by side: got, want [rows, C], each row's
+                                        features, which rows are off, which hold NaN or inf
+    Rule(holds, says), Above(...)       a set of rows, read by the features: "off exactly where ..."
+    read(rows, mask, rules)             the first rule whose rows are exactly those of `mask` (off, or
+                                        non-finite); else a bound `mask` stays within ("right on every row
+                                        with K <= 16"); None when neither says anything true
+    lanes(rows, says)                   off only on some lanes of every row (a vector's tail of D)
+    factors(rows)                       each row's c where got = c x want, NaN where no single c fits: one
+                                        number a row is a normalisation, one for everything a factor
+    follows(c, features, dimensions)    numbers, one a case, that are a power of one of its dimensions
+                                        ("1 / sqrt(H)"): a scale computed from the wrong dimension
+    Variant, first_variant(...)         the reference computed with its inputs exchanged (the value cache
+                                        read for the keys, q for k, another head's cache, a bound one key
+                                        later): the first that computes the learner's output on every case
+
+Every reading is a statement that holds on every row of every case (or says which rows it holds on), so a
+message built from one says nothing false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from checker.reporting.compare import Tolerance, compare
+
+
+@dataclass
+class Rows:
+    """Every case's rows side by side: got and want [rows, C] in float64, what the tolerance allows for each
+    value, each row's case, and each row's features {name: [rows]}."""
+
+    got: np.ndarray
+    want: np.ndarray
+    allowed: np.ndarray
+    case: np.ndarray  # [rows] the case's name
+    features: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, cases: Iterable[tuple[str, np.ndarray, np.ndarray, dict]], tol: Tolerance) -> Rows:
+        """`cases`: (name, got, want, features), got and want [rows, C] of one case, each feature a number for
+        the whole case or one per row."""
+        gots, wants, allowed, names, features = [], [], [], [], {}
+        cases = list(cases)
+        for name, got, want, feats in cases:
+            n = len(want)
+            gots.append(np.asarray(got, np.float64))
+            wants.append(np.asarray(want, np.float64))
+            allowed.append(tol.allowed(np.asarray(want, np.float64)))
+            names += [name] * n
+            for key, value in feats.items():
+                features.setdefault(key, []).append(np.broadcast_to(np.asarray(value), (n,)))
+        return cls(np.concatenate(gots), np.concatenate(wants), np.concatenate(allowed), np.array(names),
+                    {key: np.concatenate(v) for key, v in features.items()})
+
+    @property
+    def bad(self) -> np.ndarray:
+        """[rows, C]: values off (NaN and inf off where the reference is finite)."""
+        with np.errstate(invalid="ignore"):
+            return ~(np.abs(self.got - self.want) <= self.allowed)
+
+    @property
+    def off(self) -> np.ndarray:
+        return self.bad.any(axis=1)
+
+    @property
+    def nonfinite(self) -> np.ndarray:
+        return ~np.isfinite(self.got).all(axis=1)
+
+    def cases(self, mask: np.ndarray) -> list[str]:
+        """The cases holding a row of `mask`, in order."""
+        return list(dict.fromkeys(self.case[mask].tolist()))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The rows where `holds(features)` is true; `says` reads the rows in question being exactly those (or,
+    `within`, being among them, every other row right)."""
+
+    holds: Callable[[dict], np.ndarray]
+    says: str
+    within: bool = False
+
+
+@dataclass(frozen=True)
+class Above:
+    """The rows whose `feature` is above some k >= `least`, for each k the rows show; `says` (with {k}) reads
+    the rows in question being exactly those, `within` (with {k}, {off}, {above}) that they are among them,
+    every row at or below k right (None: no such reading)."""
+
+    feature: str
+    says: str | None
+    within: str | None = None
+    least: int = 0
+
+
+class _Kept(dict):
+    """Fields a reading fills, any other left as it is ("{kind}", for the step to fill)."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _thresholds(rows: Rows, rule: Above) -> list[tuple[int, np.ndarray]]:
+    values = rows.features[rule.feature]
+    return [(k, values > k) for k in np.unique(values)[:-1].tolist() if k >= rule.least]
+
+
+def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above]) -> str | None:
+    """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the first bound
+    they stay within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`), with
+    rows on both sides of `mask` inside it, and at least three rows in `mask` (fewer show no bound). None
+    when `mask` is empty or every row, or no rule reads it."""
+    if not mask.any() or mask.all():
+        return None
+    rules = list(rules)
+    for rule in rules:
+        if isinstance(rule, Rule):
+            if not rule.within and np.array_equal(rule.holds(rows.features), mask):
+                return rule.says
+        elif rule.says is not None:
+            for k, above in _thresholds(rows, rule):
+                if np.array_equal(above, mask):
+                    return rule.says.format_map(_Kept(k=k))
+    if mask.sum() < 3:
+        return None
+    for rule in rules:
+        if isinstance(rule, Rule) and rule.within:
+            holds = rule.holds(rows.features)
+            if not mask[~holds].any() and (~mask[holds]).any():
+                return rule.says
+        elif isinstance(rule, Above) and rule.within is not None:
+            values = rows.features[rule.feature]
+            k = int(values[mask].min()) - 1
+            below = values <= k
+            if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():
+                return rule.within.format_map(_Kept(k=k, off=int(mask.sum()), above=int((~below).sum())))
+    return None
+
+
+def lanes(rows: Rows, says: str) -> str | None:
+    """When the off values of every off row are the same lanes of C, and not all of them: `says` with {lanes}
+    (as "32-63") and {C}."""
+    bad = rows.bad[rows.off]
+    if not len(bad):
+        return None
+    first = bad[0]
+    if first.all() or not (bad == first).all():
+        return None
+    hit = np.flatnonzero(first)
+    runs, start = [], hit[0]
+    for a, b in zip(hit, [*hit[1:], None]):
+        if b is None or b != a + 1:
+            runs.append(f"{start}-{a}" if a > start else f"{a}")
+            start = b
+    return says.format(lanes=", ".join(runs), C=bad.shape[1])
+
+
+def factors(rows: Rows) -> np.ndarray:
+    """[rows]: each row's c, the least-squares one, where got = c x want holds on the whole row within the
+    tolerance (scaled by c when |c| > 1); NaN where no single c does (or the row is all 0)."""
+    want, got = rows.want, rows.got
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        c = (got * want).sum(axis=1) / (want * want).sum(axis=1)
+        scale = np.maximum(np.abs(c), 1.0)[:, None]
+        fits = (np.abs(got - c[:, None] * want) <= scale * rows.allowed).all(axis=1)
+    return np.where(fits & np.isfinite(c), c, np.nan)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A number of each case a factor may follow: `name` as the learner's code knows it ("H"), what it is
+    ("the heads, dimension 1 of q"), and the feature holding it."""
+
+    name: str
+    meaning: str
+    feature: str
+
+
+POWERS = ((-1.0, "1 / {d}"), (-0.5, "1 / sqrt({d})"), (1.0, "{d}"), (0.5, "sqrt({d})"))
+
+
+def follows(c: np.ndarray, features: dict[str, np.ndarray], dimensions: Iterable[Dimension],
+            base: float = 1.0) -> tuple[str, Dimension] | None:
+    """When the numbers `c` (one a case) are base x d^p for one dimension d (`features`: its value on each
+    case) and one power p on every case: (that power of d in words, "1 / sqrt(H)", and d); else None."""
+    for dim in dimensions:
+        d = np.asarray(features[dim.feature], np.float64)
+        if np.unique(d).size < 2:
+            continue  # a dimension the same on every case cannot be told from a constant
+        for p, word in POWERS:
+            if np.allclose(c, base * d ** p, rtol=2e-3):
+                return word.format(d=dim.name), dim
+    return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The reference computed otherwise: `says` what the learner's kernel would then have read or done,
+    `compute(name)` its output for one case (shaped as the learner's), `mistake` the catalogue's entry when it
+    is one."""
+
+    says: str
+    compute: Callable[[str], np.ndarray]
+    mistake: object | None = None
+
+
+def first_variant(names: list[str], got: dict[str, np.ndarray], variants: Iterable[Variant], tol: Tolerance,
+                  axes: tuple[str, ...]) -> Variant | None:
+    """The first variant whose output equals the learner's on every case (NaN where it has NaN), or None."""
+    for variant in variants:
+        if all(compare(got[name].astype(np.float64), np.asarray(variant.compute(name), np.float64), axes=axes,
+                       mistakes=[], tol=tol).ok for name in names):
+            return variant
+    return None
