@@ -378,15 +378,15 @@ def test_hugging_face_fed_its_own_caches_computes_its_logits_and_a_wrong_cache_i
     verdict = compare(logits, alike, axes=("position", "vocab"), mistakes=[], tol=DECODE)
     assert verdict.ok and verdict.margin < 0.1, verdict.summary
     assert sorted(own) == list(range(hf.config.n_layer)) and own[0][0].shape == (len(ids), hf.config.n_embd)
-    problem, margin = cached(caches, own, np.dtype(dtype))
+    problem, margin, _ = cached(caches, own, np.dtype(dtype))
     assert problem is None and margin < 0.1, margin
     arrays[2][0, :, 5] *= 1.05  # block 1's keys at position 5, 5% off
-    problem, _ = cached(caches, own, np.dtype(dtype))
+    problem, _, _ = cached(caches, own, np.dtype(dtype))
     assert problem.startswith("block 1's key cache does not hold Hugging Face's keys at positions 0 .. 11"), problem
     assert "position 5" in problem and "it holds" not in problem, problem
     H, T = hf.config.n_head, len(ids)
     arrays[2][0, :, :T] = own[1][2].reshape(T, H, -1).transpose(1, 0, 2)  # block 1's queries where its keys go
-    problem, _ = cached(caches, own, np.dtype(dtype))
+    problem, _, _ = cached(caches, own, np.dtype(dtype))
     assert "block 1's key cache does not hold Hugging Face's keys at positions 0 .. 11: it holds the queries, so " \
            "the kernel was handed q where k belongs" in problem, problem
     with fed(hf, caches, len(ids)):

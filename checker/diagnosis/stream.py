@@ -12,17 +12,20 @@ by op, or traced into a graph that returns them); Hugging Face's by hooks on the
     row_margins(got, want)            [rows, C] -> [rows]: each row's worst difference over what is allowed
     order_problem(names, layers)      what is wrong with the order the pieces were called in, or None
     first_difference(names, got, want, layers, off, embeddings=, attention=)
-                                      the line that places the first piece off, or None when every piece
-                                      through ln_f's output is right (then the head is left)
+                                      the first piece off (Placed: its line and block), or None when every
+                                      piece through ln_f's output is right (then the head is left)
     place_positions(recorded, hf, sequence, first, prompt_length, layers, attention=, logits=)
                                       that line for a model run on one sequence, its rows said as the
                                       prompt's positions and decode steps; or the head's, or nothing
+    first_placed(...)                 the same as a Placed: the line and the block it places, to weigh
+                                      against a later finding (a block's cache)
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -140,28 +143,43 @@ def order_problem(names: list[str], layers: int) -> str | None:
     return None
 
 
+class Placed(NamedTuple):
+    """Where a stream first differs: the line that says so, the block it is in (-1: the embeddings, before
+    block 0; `layers`: ln_f or the head, after the last; None: the pieces were not called in order), and the
+    piece whose rows are off first ("h.0.ln_2": block 0's attention half; "" when none is)."""
+
+    line: str
+    block: int | None
+    piece: str = ""
+
+    @property
+    def attention(self) -> bool:
+        """Placed in a block's attention half."""
+        return self.piece.endswith(".ln_2")
+
+
 def first_difference(names: list[str], got: dict[str, np.ndarray], want: dict[str, np.ndarray], layers: int,
                      off: Callable[[np.ndarray], str | None], *, embeddings: str, attention: Callable[[int], str],
-                     ) -> str | None:
+                     ) -> Placed | None:
     """The first piece whose rows are off (`off`: each row's margin [rows] -> which rows are off, in words,
     or None), said as the piece between two that match: the embeddings, block i's attention half
     (`attention(i)` says what it holds), its MLP or its residual add, ln_f. None when every piece through
     ln_f's output is right. `names` are the pieces in the order recorded (order_problem first)."""
     if (problem := order_problem(names, layers)) is not None:
-        return problem
-    steps = [("h.0.ln_1", f"the embeddings: the stream into block 0 is not {embeddings}")]
+        return Placed(problem, None)
+    steps = [("h.0.ln_1", -1, f"the embeddings: the stream into block 0 is not {embeddings}")]
     for i in range(layers):
         after = f"h.{i + 1}.ln_1" if i + 1 < layers else "ln_f"
-        steps += [(f"h.{i}.ln_2", f"block {i}'s attention half: its input matches, the stream after x + "
+        steps += [(f"h.{i}.ln_2", i, f"block {i}'s attention half: its input matches, the stream after x + "
                    f"attention(ln_1(x)) does not: {attention(i)}, or how forward adds it to the stream"),
-                  (f"h.{i}.mlp", f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
+                  (f"h.{i}.mlp", i, f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
                    "does not: what forward hands it (ln_2 of the stream)"),
-                  (after, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
+                  (after, i, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
                    "residual add x + mlp(ln_2(x))")]
-    steps.append(("ln_f out", "ln_f: the stream at the end matches, ln_f's output does not"))
-    for name, said in steps:
+    steps.append(("ln_f out", layers, "ln_f: the stream at the end matches, ln_f's output does not"))
+    for name, block, said in steps:
         if name in got and (which := off(row_margins(got[name], want[name]))) is not None:
-            return f"where: everything before matches Hugging Face; {said}; off on {which}"
+            return Placed(f"where: everything before matches Hugging Face; {said}; off on {which}", block, name)
     return None
 
 
@@ -171,11 +189,19 @@ def place_positions(recorded: list, hf, sequence: list[int], first: int, prompt_
     pairs) holds positions first .. len(sequence) - 1, call after call (a prefill's rows, then a decode step's
     one; or the decode steps alone, first = prompt_length). `logits`: the decode steps' logits [steps, V],
     the learner's and Hugging Face's, for the head when every piece is right. One line, or none."""
+    placed = first_placed(recorded, hf, sequence, first, prompt_length, layers, attention=attention, logits=logits)
+    return [] if placed is None else [placed.line]
+
+
+def first_placed(recorded: list, hf, sequence: list[int], first: int, prompt_length: int, layers: int, *,
+                 attention: Callable[[int], str], logits: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> Placed | None:
+    """place_positions' line with the block it places (Placed), or None."""
     got = stacked(recorded)
     want = {name: rows[first:] for name, rows in hf_stream(hf, sequence).items()}
     unlike = {name for name, rows in got.items() if name in want and rows.shape != want[name].shape}
     if any(name.startswith("h.") for name in unlike):
-        return []  # the blocks recorded otherwise than one row a position (a batch, a padded cache): not placed
+        return None  # the blocks recorded otherwise than one row a position (a batch, a padded cache): not placed
     # ln_f on the last position alone (a model returning the last logits): its rows are not positions
     got = {name: rows for name, rows in got.items() if name not in unlike}
 
@@ -192,13 +218,13 @@ def place_positions(recorded: list, hf, sequence: list[int], first: int, prompt_
         bad = np.flatnonzero(margins > 1)
         return None if not len(bad) else said(first + bad)
 
-    line = first_difference([name for name, _ in recorded], got, want, layers, off, attention=attention,
-                            embeddings="wte(token) + wpe's row at the token's position (P + t after P cached)")
-    if line is not None:
-        return [line]
+    placed = first_difference([name for name, _ in recorded], got, want, layers, off, attention=attention,
+                              embeddings="wte(token) + wpe's row at the token's position (P + t after P cached)")
+    if placed is not None:
+        return placed
     if logits is not None and (bad := np.flatnonzero(row_margins(*logits) > 1)).size:
         matched = "the whole stream matches Hugging Face; ln_f or" if unlike else \
             "the whole stream and ln_f's output match Hugging Face;"
-        return [f"where: {matched} the head does not: the logits are ln_f's output @ wte.weight.T (tied); off on "
-                f"{said(prompt_length + bad)}"]
-    return []
+        return Placed(f"where: {matched} the head does not: the logits are ln_f's output @ wte.weight.T (tied); off "
+                      f"on {said(prompt_length + bad)}", layers)
+    return None

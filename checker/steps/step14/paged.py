@@ -166,14 +166,14 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
     got = {}
     for i, name in enumerate(names):
         got.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
-    line = first_difference(
+    placed = first_difference(
         names, got, stream, PAGED_LAYERS, lambda margins: _off(margins, rows),
         embeddings="wte(tokens) + wpe's row at each row's position (ragged_positions passes, above: look at how "
                    "forward uses it)",
         attention=lambda i: f"paged_attention (the keys and values it stores under layer_idx {i} and reads back, "
                             "the mask, the scale)")
-    if line is not None:
-        return [line]
+    if placed is not None:
+        return [placed.line]
     which = _off(row_margins(got_logits, want_logits), rows)
     return [f"where: the whole stream and ln_f's output match Hugging Face; the head does not: every row's logits "
             f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if which else []

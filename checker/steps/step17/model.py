@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
-from checker.diagnosis.stream import place_positions, recording
+from checker.diagnosis.stream import first_placed, recording
 from checker.harness import verdicts
 from checker.harness.runner import StepRun
 from checker.reporting.compare import DECODE, FLOAT16_CACHE, compare
@@ -114,16 +114,98 @@ def fed(hf, caches, held: int):
         yield own
 
 
+@contextmanager
+def kernel_calls(step):
+    """Inside: each call of the learner's flash_attention (looked up by its name in their file, as their forward
+    calls it) appended to the yielded list as numpy (q, k, v, output), each [B, H, T, D]. A forward that calls
+    the kernel another way records nothing."""
+    calls, original = [], step.flash_attention
+
+    def recorded(q, k, v, *rest):
+        out = original(q, k, v, *rest)
+        try:
+            calls.append(tuple(np.from_dlpack(a).astype(np.float64) for a in (q, k, v, out)))
+        except Exception:  # noqa: BLE001 - traced, not run: nothing to record
+            pass
+        return out
+
+    step.flash_attention = recorded
+    try:
+        yield calls
+    finally:
+        step.flash_attention = original
+
+
+def around_kernel(calls: list, hf, sequence: list[int], block: int, config, dtype: np.dtype) -> str | None:
+    """Block `block`'s attention half, its input right and the stream after it off: whether, on every call
+    recorded (`calls`: a prompt's pass over `sequence`'s first positions, then a decode step each, the
+    blocks in order), what the learner handed their kernel (q, k, v) is Hugging Face's c_attn output split
+    into heads, and whether the kernel's output is attention over them. A line placing the fault before the
+    kernel (the split), in the call, or after it (the merge, c_proj, the add); None when the calls were not
+    recorded one a block. The kernel's output is held to a float16 cache's rounding when `dtype` is float16."""
+    import torch
+
+    L, H, D = config.n_layer, config.n_head, config.n_embd // config.n_head
+    if not calls or len(calls) % L or any(c[0].ndim != 4 or c[0].shape[0] != 1 for c in calls):
+        return None
+    seen = {}
+
+    def hook(module, inputs, output):  # returns None: the output goes on as it is
+        seen.setdefault("qkv", output[0].double().numpy())
+
+    handle = hf.transformer.h[block].attn.c_attn.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([sequence]))
+    finally:
+        handle.remove()
+    S = len(sequence)
+    theirs = [u.reshape(S, H, D).transpose(1, 0, 2)[None] for u in np.split(seen["qkv"], 3, axis=-1)]  # [1, H, S, D]
+    tol = FLOAT16_CACHE if dtype == np.float16 else DECODE
+    start, split, inside = 0, [], False
+    for q, k, v, out in calls[block::L]:
+        T = q.shape[2]
+        want = [u[:, :, start:start + T] for u in theirs]
+        split += [name for name, got, w in zip("qkv", (q, k, v), want) if name not in split and not _close(got, w)]
+        keys, values = theirs[1][:, :, :start + T], theirs[2][:, :, :start + T]
+        inside = inside or not (split or _close(out, _causal(want[0], keys, values), tol))
+        start += T
+    if split:
+        return (f"there, before your kernel: the {', '.join(split)} you hand flash_attention in block {block} "
+                f"{'is' if len(split) == 1 else 'are'} not c_attn's output split into heads, [B, H, T, D] (q, k, v "
+                "side by side along C, each [B, T, C] -> [B, T, H, D] -> transposed to [B, H, T, D]): the split")
+    if inside:
+        return (f"there, in the call: block {block}'s q, k, v are right, and your kernel's output on them is not "
+                "attention over them, though your kernel passed its own cases: what else the call hands it (the "
+                "caches, past)")
+    return (f"there, after your kernel: in block {block} the q, k, v you hand it and its output are right on every "
+            "call; what follows is not: the heads merged back ([B, H, T, D] -> transposed to [B, T, H, D] -> "
+            "[B, T, C]), c_proj, the add to the stream")
+
+
+def _close(got: np.ndarray, want: np.ndarray, tol=DECODE) -> bool:
+    return got.shape == want.shape and compare(got, want, axes=(), mistakes=[], tol=tol).ok
+
+
+def _causal(q, k, v) -> np.ndarray:
+    """Causal attention in float64, the T queries q [B, H, T, D] the last of the S keys k, v [B, H, S, D]."""
+    T, S = q.shape[2], k.shape[2]
+    s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    s = np.where(np.arange(S)[None, :] > (S - T + np.arange(T))[:, None], -np.inf, s)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
 def _rows(cache, t: int) -> np.ndarray:
     """A cache [1, H, N, D]'s first t positions as c_attn lays them out: [t, H * D]."""
     held = np.from_dlpack(cache)[0, :, :t, :]  # [H, t, D]
     return held.transpose(1, 0, 2).reshape(t, -1)
 
 
-def cached(caches, own: dict, dtype: np.dtype) -> tuple[str | None, float]:
+def cached(caches, own: dict, dtype: np.dtype) -> tuple[str | None, float, int | None]:
     """Whether every block's caches hold Hugging Face's keys and values (`own`, from fed) to the precision of
-    their dtype: (None, the worst margin) when they do; else (which block's which cache, at which positions,
-    how far off; its margin)."""
+    their dtype: (None, the worst margin, None) when they do; else (which block's which cache, at which
+    positions, how far off; its margin; the block)."""
     tol, worst = FLOAT16_CACHE if dtype == np.float16 else DECODE, 0.0
     for i in sorted(own):
         for j, name in enumerate(("key", "value")):
@@ -137,9 +219,9 @@ def cached(caches, own: dict, dtype: np.dtype) -> tuple[str | None, float]:
                 return (f"block {i}'s {name} cache does not hold Hugging Face's {name}s at positions 0 .. "
                         f"{len(want) - 1}{held}: {verdict.summary}; "
                         f"{verdict.details[0] if verdict.details else ''} (the kernel stores the new k and v at "
-                        f"positions P .. P+T-1 of [B, H, N, D])", verdict.margin or 0.0)
+                        f"positions P .. P+T-1 of [B, H, N, D])", verdict.margin or 0.0, i)
             worst = max(worst, verdict.margin or 0.0)
-    return None, worst
+    return None, worst, None
 
 
 def _cache_rule(dtype: np.dtype) -> str:
@@ -169,26 +251,43 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dty
             run.add(Part("model", FAIL, problem))
             return None
         recorded, first = [], []
-        with recording(recorded, eager):
+        with recording(recorded, eager), kernel_calls(step) as calls:
             ids, decoded = run.call(greedy_steps, in_place(eager, caches), config, no_positions, prompt,
                                     EAGER_TOKENS, first=first)
     except LearnerError as e:
         run.add(Part.from_error("model", e))
         return None
+    def lines(placed) -> list[str]:
+        """Where the stream first differs, and in an attention half, whether before, in or after the kernel."""
+        if placed is None:
+            return []
+        around = around_kernel(calls, hf, prompt + ids[:-1], placed.block, config, dtype) if placed.attention else None
+        return [placed.line, *([around] if around else [])]
+
     # The logits first (a wrong piece of the model is placed), then the caches (keys wrong in a way the
     # learner's own attention agrees with: Hugging Face fed them agrees too), then the greedy ids.
     with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
         failed = reference.problems(ids, decoded, first)
-        if failed is not None and not failed[0].ok:
-            verdict, problems = failed
-            problems += place_positions(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
-                                        attention=lambda i: ATTENTION,
-                                        logits=(np.stack(decoded), reference.logits(ids)))
+        logits_off = failed is not None and not failed[0].ok
+        placed = first_placed(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
+                              attention=lambda i: ATTENTION,
+                              logits=(np.stack(decoded), reference.logits(ids))) if logits_off else None
+    if logits_off:
+        verdict, problems = failed
+        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face{_against(dtype)} "
+                     f"at decode: {verdict.summary}", problems + lines(placed), margin=verdict.margin))
+        return None
+    problem, _, block = cached(caches, own, dtype)
+    if problem is not None:
+        # a block's keys are wrong when its input is: the first piece of the stream that differs, if before it
+        with rounded(hf, dtype):
+            placed = first_placed(recorded, hf, prompt + ids[:-1], 0, len(prompt), config.n_layer,
+                                  attention=lambda i: ATTENTION)
+        if placed is not None and placed.block is not None and placed.block < block:
             run.add(Part("model", FAIL, f"your GPT2Flash (run op by op) differs from Hugging Face{_against(dtype)} "
-                         f"at decode: {verdict.summary}", problems, margin=verdict.margin))
-            return None
-    if (problem := cached(caches, own, dtype)[0]) is not None:
-        run.add(Part("model", FAIL, f"your GPT2Flash (run op by op): {problem}"))
+                         f"before block {block}'s caches", [*lines(placed), f"and so (its input is off): {problem}"]))
+        else:
+            run.add(Part("model", FAIL, f"your GPT2Flash (run op by op): {problem}"))
         return None
     if failed is not None:
         run.add(Part("model", FAIL, f"your GPT2Flash (run op by op): {failed[1][0]}", failed[1][1:]))
@@ -211,14 +310,14 @@ def model_part(run: StepRun, step, eleven, checkpoint: Checkpoint, dtype: np.dty
                      f"whole context) differ from Hugging Face's{_against(dtype)}: {whole.summary}", whole.details,
                      margin=whole.margin))
         return None
-    problem, held_long = cached(filled, own, dtype)
+    problem, held_long, _ = cached(filled, own, dtype)
     if problem is not None:
         run.add(Part("model", FAIL, f"compiled, after a prompt of {config.n_positions} positions: {problem}"))
         return None
     with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
         failed = reference.problems(ids, decoded)
         verdict = reference.verdict(ids, decoded)
-    problem, held = cached(caches, own, dtype)
+    problem, held, _ = cached(caches, own, dtype)
     if failed is not None and (not verdict.ok or problem is None):
         run.add(Part("model", FAIL, f"compiled, your GPT2Flash's decode steps differ from Hugging Face, though right "
                      f"op by op: {verdict.summary}", failed[1], margin=verdict.margin))
@@ -333,7 +432,7 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: n
     with fed(hf, caches, len(prompt) + len(ids) - 1) as own:
         failed = reference.problems(ids, decoded)
         verdict = reference.verdict(ids, decoded)
-    problem, held = cached(caches, own, dtype)
+    problem, held, _ = cached(caches, own, dtype)
     if failed is not None and (not verdict.ok or problem is None):
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps differ from transformers on the same "
                             f"dequantised weights{_against(dtype)}: {verdict.summary}", failed[1],
