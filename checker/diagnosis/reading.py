@@ -197,7 +197,9 @@ def follows(c: np.ndarray, features: dict[str, np.ndarray], dimensions: Iterable
         if np.unique(d).size < 2:
             continue  # a dimension the same on every case cannot be told from a constant
         for p, word in POWERS:
-            if np.allclose(c, base * d ** p, rtol=2e-3):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                power = base * d ** p
+            if np.allclose(c, power, rtol=2e-3):
                 return word.format(d=dim.name), dim
     return None
 

@@ -15,27 +15,10 @@ from checker.harness.runner import StepRun
 from checker.reporting.compare import Mistake, compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_probe
-from checker.steps.step15.mistakes import BIAS_HINT, MISTAKES, RACE
+from checker.steps.step15.mistakes import BIAS_MISSING, BIAS_TWICE, MISTAKES, RACE
+from checker.steps.step15.reading import readings
 from checker.steps.step15.reference import KERNEL, WIDTHS, expected, shape_name
 from runtime.learner import LearnerError
-
-
-def _bias_times(results: dict, arrays: dict) -> Mistake | None:
-    """The bias added c times (one integer c, not 1) on every case with a bias, and the cases without one
-    right: named with its count. c = 0 and 2 are in MISTAKES; this names any other (a SIMD accumulator
-    started at b adds it once per lane)."""
-    times = set()
-    for name, (x, w, b) in arrays.items():
-        y, want = results[name][0].astype(np.float64), expected(x, w, None)
-        if b is not None:
-            times.add(c := round(float(np.sum((y - want) * b) / (len(y) * np.sum(b.astype(np.float64) ** 2)))))
-            want = want + c * b
-        if len(times) > 1 or not compare(y, want, axes=("row", "output"), mistakes=[], tol=KERNEL).ok:
-            return None
-    if len(times) != 1 or 1 in times:
-        return None
-    return Mistake("bias-times", f"the bias is added {times.pop()} times to each output, not once",
-                   BIAS_HINT + " A SIMD accumulator that starts at b[m] adds it once per lane.")
 
 
 def named_mistake(results: dict, arrays: dict) -> Mistake | None:
@@ -46,7 +29,7 @@ def named_mistake(results: dict, arrays: dict) -> Mistake | None:
             if all(compare(results[name][0].astype(np.float64), compute(*args), axes=("row", "output"), mistakes=[],
                            tol=KERNEL).ok for name, args in arrays.items()):
                 return mistake
-    return _bias_times(results, arrays)
+    return None
 
 
 @dataclass(frozen=True)
@@ -86,17 +69,25 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         width = f"{fits[0]}" if len(fits) == 1 else f"{tail.unit} ({' or '.join(map(str, fits))} fit)"
         return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
                 f"K that is (K = {right}): {tail.columns}"]
+    within = [width for width in tail.widths if all(k % width for name, (_, k, _) in shapes.items() if name in failing)]
+    if within:  # failing only where K is no multiple of a width, though not everywhere it is not
+        ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
+        right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
+        return [f"the tail of K: off only on shapes whose K is no multiple of {within[0]} (K = {ks}); right on K = "
+                f"{right}, every multiple of it among them: {tail.columns}"]
     tails = {}
     for name in failing:  # the last outputs of M: every bad output at the end of its row of y
         n, k, m = shapes[name]
-        columns = np.flatnonzero(bad[name].any(axis=0))
-        if len(columns) and np.array_equal(columns, np.arange(columns[0], m)):
+        columns = np.flatnonzero(bad[name].any(axis=0))  # nearly all off from the first to M (an output never
+        if len(columns) and len(columns) >= 0.99 * (m - columns[0]):  # written may hold its right value by chance)
             tails[name] = m - columns[0]
     if len(tails) == len(failing) and any(t < shapes[name][2] for name, t in tails.items()):
         listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
     listed = ", ".join(shape_name(*shapes[name]) for name in sorted(failing))
+    if (period := _periodic(failing, shapes, bad)) is not None:
+        return [period]
     if all(shapes[name][2] > 1 and not bad[name][:, 0].any() and bad[name][:, 1:].mean() > 0.9 for name in failing):
         return [f"outputs after the first: on every failing shape ({listed}) output 0 of each row of y is right and "
                 "nearly every other off: where row m of w starts in memory (its weights at m * K; step 16's "
@@ -108,6 +99,46 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         return [f"rows of x: off on every shape with more than one row of x ({listed}), right on every shape with "
                 "one: how the row n enters an index (x's row n starts at n * K, y's at n * M)"]
     return []
+
+
+def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
+    """When the outputs off repeat with a period p along M on every failing shape (off exactly where m % p is
+    in one set of residues, on every row), the smallest such p and residues, in words: rows of w taken in
+    groups (a pass of a few rows, a band), and something in every other group (or one place in each)."""
+    # the small shapes (one band or few), where row 0 is off: later rows may add what carries over from earlier ones
+    tested = [name for name in failing if 8 <= shapes[name][2] <= 128 and bad[name][0].any()]
+    if not tested:
+        return None
+    for p in range(2, 65):
+        residues = None
+        for name in tested:
+            off = bad[name][0]
+            m = np.arange(len(off))
+            if len(off) < 2 * p:
+                return None
+            here = {int(r) for r in np.unique(m[off] % p)}
+            if residues is None:
+                residues = here
+            if here != residues or not np.array_equal(off, np.isin(m % p, sorted(residues))):
+                residues = set()
+                break
+        if residues and len(residues) < p:
+            runs = _runs(sorted(residues))
+            return (f"outputs off in a pattern that repeats every {p} along M, on row 0 of the small failing "
+                    f"shapes: off exactly where m % {p} is {runs}, right elsewhere: w's rows are taken in groups (a "
+                    "pass of rows, a band), and what goes wrong is in those groups: where a group starts, how far "
+                    "the next one moves, what carries over from one to the next (an accumulator not set back to 0)")
+    return None
+
+
+def _runs(values: list[int]) -> str:
+    """[4, 5, 6, 7] -> '4-7'; [0, 2] -> '0, 2'."""
+    out, start = [], values[0]
+    for a, b in zip(values, [*values[1:], None]):
+        if b != a + 1:
+            out.append(f"{start}-{a}" if a > start else f"{a}")
+            start = b
+    return ", ".join(out)
 
 
 def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matvec",
@@ -123,15 +154,17 @@ def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matv
     return judge(results)
 
 
+BIAS_COUNTS = {0: BIAS_MISSING, 2: BIAS_TWICE}
 OUTSIDE = "an index one row or one vector too far, as a loop that runs once more than it should"
 
 
 def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tail: Tail = VECTOR_TAIL,
-                 outside: str = OUTSIDE) -> Part:
+                 outside: str = OUTSIDE, known: dict[int, Mistake] | None = None, packed: dict | None = None) -> Part:
     """The kernel part of `results` {name: [R, N, M]}: each case's outputs against expected(x, w, b) from
     `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by); `named(results, arrays)` names a
-    mistake the outputs equal, or None. `tail` and `outside` word a failing tail of K and a read outside a
-    tensor for this kernel."""
+    mistake the outputs equal, or None; else they are read (checker.steps.step15.reading: `known` the bias
+    counts the catalogue names, `packed` step 16's int8 cases). `tail` and `outside` word a failing tail of
+    K and a read outside a tensor for this kernel."""
     raced = [name for name, *_ in cases  # NaN, as NaN, is no difference between runs
              if not all(np.array_equal(r, results[name][0], equal_nan=True) for r in results[name][1:])]
     verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
@@ -140,7 +173,7 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
-    details = [] if raced else dimension(cases, results, arrays, tail)
+    details = dimension(cases, results, arrays, tail)  # of the first run, raced or not
     nan = [name for name in failing if np.isnan(results[name][0]).any()]
     if nan:
         details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads outside "
@@ -158,5 +191,9 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     if not failing:
         return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
                             f"{margin:.2f} of allowed", margin=margin))
+    mistake = named(results, arrays)
+    if mistake is None:  # what the outputs are, read from them, first
+        lines, mistake = readings(cases, results, arrays, BIAS_COUNTS if known is None else known, packed)
+        details = lines + details
     return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
-                        f"{len(cases) - len(failing)}", details, named(results, arrays), margin))
+                        f"{len(cases) - len(failing)}", details, mistake, margin))

@@ -13,7 +13,7 @@ from checker.reporting.report import Part
 from checker.running.mojo import SEED, case_arrays, kernel_args
 from checker.steps.step15.judge import Tail, judge_kernel, kernel_part
 from checker.steps.step15.reference import KERNEL, kernel_cases
-from checker.steps.step16.mistakes import KERNEL_MISTAKES
+from checker.steps.step16.mistakes import BIAS_MISSING, BIAS_TWICE, KERNEL_MISTAKES
 from runtime import quantize as ref
 from runtime.quantize import BLOCK
 
@@ -30,7 +30,8 @@ def kernel_verdict(run: StepRun, cases, results: dict, packed: dict) -> Part:
         return None
 
     arrays = {name: (x, ref.dequantize(q, s), b) for name, (x, q, s, b) in packed.items()}
-    return judge_kernel(run, cases, results, arrays, named, tail=TAIL, outside=OUTSIDE)
+    return judge_kernel(run, cases, results, arrays, named, tail=TAIL, outside=OUTSIDE,
+                        known={0: BIAS_MISSING, 2: BIAS_TWICE}, packed=packed)
 
 
 TAIL = Tail((BLOCK,), str(BLOCK), f"each row's last, partial block: its K % {BLOCK} columns, or the scale "

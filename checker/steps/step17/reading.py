@@ -55,6 +55,9 @@ OFF = [
          "query sees every key of its call, an earlier one should see only the keys up to itself; yours sees a "
          "later key. The causal bound: query t sees keys 0 .. P + t, no later (the loop's end, or the mask's "
          "comparison)"),
+    Rule(lambda f: f["later"] == 0,
+         "each call's last query is off and every earlier one right: the last query is the only one that sees "
+         "key P + T - 1, its own: the keys end one short (the loop over keys stops before P + T)"),
     Rule(lambda f: f["P"] > 0,
          "off exactly where positions were cached before (P > 0), right where P = 0: which keys a new query sees "
          "(0 .. P + t), or where the new keys and values are written (P .. P+T-1)"),
@@ -77,6 +80,15 @@ OFF = [
     Rule(lambda f: f["t"] > 0,
          "each call's first query is right, every later one off: where query t's numbers start (q and the result "
          "at (head * T + t) * D) or the keys it sees (0 .. P + t)"),
+    *(Rule(lambda f, k=k: f["t"] % k != 0,
+           f"each call's queries t = 0, {k}, {2 * k}, ... are right, every other off: queries go in bands of {k}; "
+           f"within a band, which query a row reads or writes (the band's first t plus the row's index)")
+      for k in (2, 4, 8, 16)),
+    *(Rule(lambda f, w=w: f["keys"] % w != 0,
+           f"off exactly on the queries whose number of keys (P + t + 1) is no multiple of {w}, right on those whose "
+           f"is: the keys after the last whole vector of {w}: a vector loop's tail (the scores, their exps, or the "
+           "values they weigh) left out or read wrong")
+      for w in (2, 4, 8, 16, 32, 64)),
     Rule(lambda f: f["large"] == 1,
          "off only on the cases whose scores are GPT-2's size (up to ~100): a step of the online softmax that "
          "small scores hide: the running maximum (exp(s - m) with m the largest score so far) and the rescale "
@@ -173,11 +185,13 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
     zero = lambda P, t: 0  # noqa: E731
     bound = lambda P, t: P + t  # noqa: E731
 
-    def strided(case, c):
-        """A cache [B, H, N, D] read as if it were [B, H, P + T, D]: a head's keys at ((b * H + h) * (P + T) + j)."""
+    def strided(case, c, length: int):
+        """A cache [B, H, N, D] read as if a head held `length` positions: head (b, h)'s key j at ((b * H + h) *
+        length + j) * D (what lies past the cache's end read as NaN, as the check's guard holds)."""
         _, B, H, T, P, D, N, _ = case
-        flat = c.reshape(-1)
-        return flat[:B * H * (P + T) * D].reshape(B, H, P + T, D)
+        flat = c.reshape(-1).astype(np.float64)
+        at = ((np.arange(B * H)[:, None] * length + np.arange(P + T)[None, :])[..., None] * D + np.arange(D))
+        return np.where(at < flat.size, flat[np.minimum(at, flat.size - 1)], np.nan).reshape(B, H, P + T, D)
 
     def queries_stored(case, q, k, kc, vc):
         P, T = case[4], case[3]
@@ -215,9 +229,12 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
         v("every sequence reads sequence 0's caches: b is missing from the cache's index, (b * H + h) * N",
           lambda c, q, k, kc, vc: _attend(c, q, np.repeat(kc[:1], c[1], 0), np.repeat(vc[:1], c[1], 0), zero,
                                           bound)),
-        v("the caches are read as if a head held P + T positions, not N: head (b, h)'s key j at ((b * H + h) * "
-          "(P + T) + j) * D; the caches' own length N = n_positions sets a head's stride",
-          lambda c, q, k, kc, vc: _attend(c, q, strided(c, kc), strided(c, vc), zero, bound)),
+        *(v(f"the caches are read as if a head held {said} positions, not N: head (b, h)'s key j at ((b * H + h) * "
+            f"{said} + j) * D; the caches' own length N = n_positions sets a head's stride",
+            lambda c, q, k, kc, vc, length=length: _attend(c, q, strided(c, kc, length(c)), strided(c, vc, length(c)),
+                                                           zero, bound))
+          for said, length in (("P + T", lambda c: c[4] + c[3]), ("T", lambda c: c[3]), ("P", lambda c: c[4]),
+                               ("D", lambda c: c[5]))),
     ]
 
 
