@@ -109,36 +109,38 @@ class _Kept(dict):
         return "{" + key + "}"
 
 
-def _thresholds(rows: Rows, rule: Above) -> list[tuple[int, np.ndarray]]:
-    values = rows.features[rule.feature]
+def _thresholds(features: dict, rule: Above) -> list[tuple[int, np.ndarray]]:
+    values = features[rule.feature]
     return [(k, values > k) for k in np.unique(values)[:-1].tolist() if k >= rule.least]
 
 
-def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above]) -> str | None:
+def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.ndarray | None = None) -> str | None:
     """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the first bound
     they stay within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`), with
-    rows on both sides of `mask` inside it, and at least three rows in `mask` (fewer show no bound). None
-    when `mask` is empty or every row, or no rule reads it."""
-    if not mask.any() or mask.all():
+    rows on both sides of `mask` inside it (an Above's: at least three rows in `mask`; fewer show no bound).
+    Rows outside `care` and `mask` are left out (rows no mistake of the kind changes: a query that sees one
+    key). None when `mask` is empty or every row, or no rule reads it."""
+    keep = np.ones(len(mask), bool) if care is None else (care | mask)
+    if not mask.any() or mask[keep].all():
         return None
+    features = {key: value[keep] for key, value in rows.features.items()}
+    mask = mask[keep]
     rules = list(rules)
     for rule in rules:
         if isinstance(rule, Rule):
-            if not rule.within and np.array_equal(rule.holds(rows.features), mask):
+            if not rule.within and np.array_equal(rule.holds(features), mask):
                 return rule.says
         elif rule.says is not None:
-            for k, above in _thresholds(rows, rule):
+            for k, above in _thresholds(features, rule):
                 if np.array_equal(above, mask):
                     return rule.says.format_map(_Kept(k=k))
-    if mask.sum() < 3:
-        return None
     for rule in rules:
         if isinstance(rule, Rule) and rule.within:
-            holds = rule.holds(rows.features)
+            holds = rule.holds(features)
             if not mask[~holds].any() and (~mask[holds]).any():
                 return rule.says
-        elif isinstance(rule, Above) and rule.within is not None:
-            values = rows.features[rule.feature]
+        elif isinstance(rule, Above) and rule.within is not None and mask.sum() >= 3:
+            values = features[rule.feature]
             k = int(values[mask].min()) - 1
             below = values <= k
             if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():

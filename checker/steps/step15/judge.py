@@ -81,13 +81,15 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         columns = np.flatnonzero(bad[name].any(axis=0))  # nearly all off from the first to M (an output never
         if len(columns) and len(columns) >= 0.99 * (m - columns[0]):  # written may hold its right value by chance)
             tails[name] = m - columns[0]
-    if len(tails) == len(failing) and any(t < shapes[name][2] for name, t in tails.items()):
+    if len(tails) == len(failing) and any(t < shapes[name][2] - 1 for name, t in tails.items()):
         listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
     listed = ", ".join(shape_name(*shapes[name]) for name in sorted(failing))
     if (period := _periodic(failing, shapes, bad)) is not None:
         return [period]
+    if (spaced := _one_in_each_run(failing, shapes, bad)) is not None:
+        return [spaced]
     if all(shapes[name][2] > 1 and not bad[name][:, 0].any() and bad[name][:, 1:].mean() > 0.9 for name in failing):
         return [f"outputs after the first: on every failing shape ({listed}) output 0 of each row of y is right and "
                 "nearly every other off: where row m of w starts in memory (its weights at m * K; step 16's "
@@ -129,6 +131,33 @@ def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
                     "pass of rows, a band), and what goes wrong is in those groups: where a group starts, how far "
                     "the next one moves, what carries over from one to the next (an accumulator not set back to 0)")
     return None
+
+
+def _one_in_each_run(failing: set, shapes: dict, bad: dict) -> str | None:
+    """When on every failing shape exactly one output in each run of p (y's outputs in memory order, n * M + m;
+    p its own on each shape) is off, the first of each run or the last: which, and the runs' lengths."""
+    found = {}
+    for name in failing:
+        flat = bad[name].reshape(-1)
+        off, i = np.flatnonzero(flat), np.arange(flat.size)
+        if off.size == flat.size:
+            continue  # every output off: runs of one, or no runs at all
+        if off.size < 2:
+            return None
+        p = int(off[1] - off[0])
+        which = "last" if off[0] == p - 1 else "first" if off[0] == 0 else None
+        if which is None or not np.array_equal(flat, i % p == off[0]):
+            return None
+        found[name] = (which, p)
+    if not found:
+        return None
+    if len({which for which, _ in found.values()}) != 1:
+        return None
+    which = next(iter(found.values()))[0]
+    runs = "; ".join(f"every {p} on {name}" for name, (_, p) in sorted(found.items()))
+    return (f"one output in each run of y's outputs (in memory order, n * M + m) is off, the {which} of each run "
+            f"({runs}): the outputs are cut into runs, a task's each, and the {which} of a run is not computed: "
+            "where a task's range of outputs " + ("ends (one short)" if which == "last" else "starts"))
 
 
 def _runs(values: list[int]) -> str:
@@ -173,12 +202,17 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
-    details = dimension(cases, results, arrays, tail)  # of the first run, raced or not
+    mistake, lines = None, []
+    if failing and not raced:  # what the outputs are, read from them; else which dimension fails (of the first run)
+        mistake = named(results, arrays)
+        if mistake is None:
+            lines, mistake = readings(cases, results, arrays, BIAS_COUNTS if known is None else known, packed)
     nan = [name for name in failing if np.isnan(results[name][0]).any()]
     if nan:
-        details.insert(0, f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads outside "
-                          f"a tensor (the check puts NaN right before and after each input): {outside}; or it "
-                          "sums into a variable or memory never set to 0")
+        lines.append(f"NaN in the outputs on {'; '.join(nan)}, from finite inputs: your kernel reads outside a tensor "
+                     f"(the check puts NaN right before and after each input): {outside}; or it sums into a variable "
+                     "or memory never set to 0")
+    details = lines + (dimension(cases, results, arrays, tail) if failing and len(lines) == len(nan[:1]) else [])
     details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""
@@ -191,9 +225,5 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     if not failing:
         return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
                             f"{margin:.2f} of allowed", margin=margin))
-    mistake = named(results, arrays)
-    if mistake is None:  # what the outputs are, read from them, first
-        lines, mistake = readings(cases, results, arrays, BIAS_COUNTS if known is None else known, packed)
-        details = lines + details
     return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
                         f"{len(cases) - len(failing)}", details, mistake, margin))

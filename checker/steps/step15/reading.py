@@ -179,28 +179,37 @@ def _blocks(x, q, s) -> tuple[np.ndarray, np.ndarray]:
     return parts, K
 
 
-def _scaled_by(pick: Callable):
-    """y when block j of row m is multiplied by pick(s, flat, m, j) (`flat`: the scales in memory, NaN past
-    either end as the check's guard holds) instead of s[m, j]."""
+def _scaled_by(pick: Callable, partial: bool = True):
+    """y when block j of row m is multiplied by pick(s, at, m, j) (`at(i)`: the scales in memory, NaN past
+    either end as the check's guard holds) instead of s[m, j]: every block, or (not `partial`) the whole
+    blocks only, the last, partial one by its own."""
     def compute(x, q, s, b):
-        parts, _ = _blocks(x, q, s)
+        parts, K = _blocks(x, q, s)
         M, KB = s.shape
         flat = np.concatenate([np.full(KB * M, np.nan), s.reshape(-1).astype(np.float64), np.full(KB * M, np.nan)])
         m, j = np.arange(M)[:, None], np.arange(KB)[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            scale = np.broadcast_to(pick(s.astype(np.float64), lambda i: flat[i + KB * M], m, j), (M, KB))
+            scale = np.broadcast_to(pick(s.astype(np.float64), lambda i: flat[i + KB * M], m, j), (M, KB)).copy()
+            if not partial and K % BLOCK:
+                scale[:, -1] = s[:, -1]
             return (parts * scale[None]).sum(-1) + (0 if b is None else b)
     return compute
 
 
 def _tail_scaled_by(pick: Callable):
-    """y when the last, partial block (K no multiple of 32) is multiplied by pick(s) [M] instead of its own."""
+    """y when the last, partial block (K no multiple of 32) is multiplied by pick(s, at, m) [M, 1] instead of
+    its own (`at(i)`: the scales in memory, NaN past either end)."""
     def compute(x, q, s, b):
         if q.shape[1] % BLOCK == 0:
             return expected(x, q.astype(np.float64) * np.repeat(s, BLOCK, axis=1)[:, :q.shape[1]], b)
-        s = s.astype(np.float64).copy()
-        s[:, -1] = pick(s)
-        return _scaled_by(lambda s_, at, m, j: s)(x, q, s, b)
+        M, KB = s.shape
+        flat = np.concatenate([np.full(KB * M, np.nan), s.reshape(-1).astype(np.float64), np.full(KB * M, np.nan)])
+        tail = pick(s, lambda i: flat[i + KB * M], np.arange(M)[:, None])
+        scale = s.astype(np.float64)
+
+        def scaled(s_, at, m, j):
+            return np.concatenate([scale[:, :-1], np.broadcast_to(tail, (M, 1))], axis=1)
+        return _scaled_by(scaled)(x, q, s, b)
     return compute
 
 
@@ -251,22 +260,24 @@ def _tail_q_row_0(x, q, s):
     return (parts[..., :whole] * s[None, :, :whole]).sum(-1) + tail * s[None, :, -1]
 
 
-SCALE_VARIANTS = [
-    ("block j of row m multiplied by block 0's scale, scales[m, 0]: the scale's index misses j",
-     _scaled_by(lambda s, at, m, j: s[:, :1])),
-    ("block j of row m multiplied by scales[m, j - 1], the block before's",
-     _scaled_by(lambda s, at, m, j: at(m * s.shape[1] + j - 1))),
-    ("block j of row m multiplied by scales[m, j + 1], the block after's",
-     _scaled_by(lambda s, at, m, j: at(m * s.shape[1] + j + 1))),
+# How a row's blocks may be scaled instead: (words, pick(s, at, m, j) -> the scale of block j of row m)
+PICKS = [
+    ("block 0's scale, scales[m, 0]: the scale's index misses j", lambda s, at, m, j: s[:, :1]),
+    ("scales[m, j - 1], the block before's", lambda s, at, m, j: at(m * s.shape[1] + j - 1)),
+    ("scales[m, j + 1], the block after's", lambda s, at, m, j: at(m * s.shape[1] + j + 1)),
     ("the scales read as if they were [KB, M]: block j of row m's at j * M + m, not m * KB + j",
-     _scaled_by(lambda s, at, m, j: at(j * s.shape[0] + m))),
-    ("every row multiplied by row 0's scales, scales[0, j]: the scale's index misses m * KB",
-     _scaled_by(lambda s, at, m, j: s[:1])),
-    ("each block divided by its scale, q / scale, not multiplied (w ~= q x scale)",
-     _scaled_by(lambda s, at, m, j: 1 / s)),
-    ("each block multiplied by its scale twice", _scaled_by(lambda s, at, m, j: s * s)),
-    ("the last, partial block multiplied by the scale of the block before it, scales[m, KB - 2], not its own "
-     "scales[m, KB - 1]", _tail_scaled_by(lambda s: s[:, -2] if s.shape[1] > 1 else np.nan)),
+     lambda s, at, m, j: at(j * s.shape[0] + m)),
+    ("row 0's scales, scales[0, j]: the scale's index misses m * KB", lambda s, at, m, j: s[:1]),
+    ("1 / scale: divided by its scale, not multiplied (w ~= q x scale)", lambda s, at, m, j: 1 / s),
+    ("its scale twice", lambda s, at, m, j: s * s),
+]
+SCALE_VARIANTS = [
+    *((f"each block of a row multiplied by {words}", _scaled_by(pick)) for words, pick in PICKS),
+    *((f"each whole block of a row multiplied by {words} (the last, partial block by its own)",
+       _scaled_by(pick, partial=False)) for words, pick in PICKS),
+    ("the last, partial block multiplied by the scale before its own in memory, at m * KB + whole - 1 (the block "
+     "before's, or for a row of one block the row before's last), not m * KB + whole",
+     _tail_scaled_by(lambda s, at, m: at(m * s.shape[1] + s.shape[1] - 2))),
     ("only the last whole block of each row and the partial one are summed: the sum over blocks is assigned "
      "(acc = ...) block after block, not added to (acc += ...)", _counted(_last_whole_block_only)),
     *((f"the first {w} columns of every whole block counted twice: the block's first vector added again by the "

@@ -16,7 +16,7 @@ from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
-from checker.steps.step17.reading import readings
+from checker.steps.step17.reading import readings, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -38,8 +38,9 @@ def arrays(dtype: np.dtype = np.dtype(np.float32)) -> dict[str, list[np.ndarray]
 
 
 def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndarray, P: int, T: int,
-                   what: str) -> str | None:
-    """What is wrong with the cache `what` the kernel left ([B, H, N, D]), or None."""
+                   what: str, call: dict[str, np.ndarray] | None = None) -> str | None:
+    """What is wrong with the cache `what` the kernel left ([B, H, N, D]), or None; `call` {"q": q, ...}: the
+    call's new rows [B, H, T, D], one of which the new positions may hold instead."""
     if np.array_equal(got, want):
         return None
     rows = np.flatnonzero(np.any(got != want, axis=(0, 1, 3)))
@@ -47,6 +48,13 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
     if np.array_equal(got, before):
         return f"{what} is as it was before the call on {name}: the new positions {P} .. {P + T - 1} were not written"
     listed = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
+    written = got[:, :, P:P + T].astype(np.float32)
+    held = next((label for label, rows_ in (call or {}).items()
+                 if np.array_equal(written, rows_.astype(got.dtype).astype(np.float32))), None)
+    if held is not None and np.array_equal(np.delete(got, np.s_[P:P + T], axis=2),
+                                           np.delete(want, np.s_[P:P + T], axis=2)):
+        return (f"{what} holds the call's {held} at the new positions {P} .. {P + T - 1} on {name}: the store into "
+                f"{what} reads {held} where {'k' if what == 'k_cache' else 'v'} belongs")
     if not new & set(rows.tolist()):
         return (f"{what} differs at positions {listed} on {name}, though its new positions {P} .. {P + T - 1} are "
                 "right: a write outside them (over the cached positions, or past them)")
@@ -86,6 +94,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  "the bands before it; store every new key and value first, in a pass of their own, then attend")
         prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
         lines = [f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else [both, f"or {early}"]
+        if not any(caches.values()) and (off := where_off(inputs, results, wants)) is not None:
+            lines = [f"in the first run, {off}", *lines]  # which outputs a task writes wrongly, read from them
         if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
@@ -101,8 +111,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     named = _named(inputs, results)
     first = failing[0]
     verdict = verdicts[first]
-    details = [f"right on: {'; '.join(n for n, *_ in cases if n not in failing) or 'none'}",
-               *(caches[first] or [f"{first}: {verdict.summary}", *(f"  {d}" for d in verdict.details)])]
+    details = [*caches[first], f"right on: {'; '.join(n for n, *_ in cases if n not in failing) or 'none'}",
+               *([] if caches[first] else [f"{first}: {verdict.summary}", *(f"  {d}" for d in verdict.details)])]
     if len(failing) > 1:
         details.append(f"also off: {'; '.join(failing[1:])}")
     if named is None and not any(caches.values()):  # what the output is, read from it, first
@@ -118,7 +128,8 @@ def _caches(name: str, arrays: list[np.ndarray], want: tuple, results: dict) -> 
     P, T = int(past[0]), q.shape[2]
     _, kc, vc = want
     return [problem for i, (after, before, label) in enumerate(((kc, k_cache, "k_cache"), (vc, v_cache, "v_cache")))
-            if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label))]
+            if (problem := _cache_problem(name, results[f"{name}#{i + 3}"][0], after, before, P, T, label,
+                                          {"q": q, "k": k, "v": v}))]
 
 
 def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: bool) -> bool:

@@ -4,6 +4,7 @@ a FlashAttention kernel.
 
     readings(inputs, results, wants)   the lines for a failing kernel whose caches are right, and the
                                        catalogued mistake they name
+    where_off(inputs, results, wants)  which queries are off, read by their features (also in a race)
     nonfinite(rows)                    where NaN or inf appear, told as the arithmetic that makes them
 
 A row is one query (b, h, t) of one case: it sees keys 0 .. P + t of its head's cache.
@@ -80,15 +81,19 @@ OFF = [
     Rule(lambda f: f["t"] > 0,
          "each call's first query is right, every later one off: where query t's numbers start (q and the result "
          "at (head * T + t) * D) or the keys it sees (0 .. P + t)"),
+    Rule(lambda f: (f["decode"] == 1) & (f["single"] == 1),
+         "off only at decode with a single head (not on every such case), where a head's keys are split between "
+         "tasks: each part's range of keys (where it starts and ends: every key in exactly one part) and how the "
+         "parts are combined (each part's l and acc scaled by exp(m_part - m))", within=True),
     *(Rule(lambda f, k=k: f["t"] % k != 0,
            f"each call's queries t = 0, {k}, {2 * k}, ... are right, every other off: queries go in bands of {k}; "
            f"within a band, which query a row reads or writes (the band's first t plus the row's index)")
       for k in (2, 4, 8, 16)),
     *(Rule(lambda f, w=w: f["keys"] % w != 0,
-           f"off exactly on the queries whose number of keys (P + t + 1) is no multiple of {w}, right on those whose "
+           f"off only on queries whose number of keys (P + t + 1) is no multiple of {w}, right on every one whose "
            f"is: the keys after the last whole vector of {w}: a vector loop's tail (the scores, their exps, or the "
-           "values they weigh) left out or read wrong")
-      for w in (2, 4, 8, 16, 32, 64)),
+           "values they weigh) left out or read wrong", within=within)
+      for within in (False, True) for w in (2, 4, 8, 16, 32, 64)),
     Rule(lambda f: f["large"] == 1,
          "off only on the cases whose scores are GPT-2's size (up to ~100): a step of the online softmax that "
          "small scores hide: the running maximum (exp(s - m) with m the largest score so far) and the rescale "
@@ -307,6 +312,12 @@ def _scale_per_case(inputs: dict, results: dict, wants: dict) -> str | None:
     return None
 
 
+def where_off(inputs: dict, results: dict, wants: dict) -> str | None:
+    """Which queries are off in the first run, read by OFF, or None."""
+    rows = rows_of(inputs, results, wants)
+    return read(rows, rows.off, OFF, care=rows.features["keys"] > 1)
+
+
 def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], object | None]:
     """What the learner's output is, read from the outputs (its caches right): the lines to show, and the
     catalogued mistake they name (None when none). A variant or a scale that computes every case is said
@@ -331,7 +342,7 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
     elif len(c) and np.isfinite(c).all():
         lines.append(f"every off query's output is its right output times {c[0]:.4g}: a factor on the output, not "
                      "on the scores (a scale applied to acc or to the result, or a division by the wrong sum)")
-    if (said := read(rows, off, OFF)) is not None:
+    if (said := read(rows, rows.off, OFF, care=rows.features["keys"] > 1)) is not None:
         lines.append(said)
     if (said := lanes(rows, "off only on lanes {lanes} of each query's D = {C} values, the others right: the loop "
                       "over D in vectors (its last vector, or its start) when the output or acc is written")):
