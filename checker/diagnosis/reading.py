@@ -115,9 +115,10 @@ def _thresholds(features: dict, rule: Above) -> list[tuple[int, np.ndarray]]:
 
 
 def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.ndarray | None = None) -> str | None:
-    """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the first bound
-    they stay within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`), with
-    rows on both sides of `mask` inside it (an Above's: at least three rows in `mask`; fewer show no bound).
+    """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the tightest bound
+    they stay within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`; the one
+    with the fewest rows), with rows on both sides of `mask` inside it (an Above's: at least three rows in
+    `mask`; fewer show no bound).
     Rows outside `care` and `mask` are left out (rows no mistake of the kind changes: a query that sees one
     key). None when `mask` is empty or every row, or no rule reads it."""
     keep = np.ones(len(mask), bool) if care is None else (care | mask)
@@ -134,18 +135,20 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
             for k, above in _thresholds(features, rule):
                 if np.array_equal(above, mask):
                     return rule.says.format_map(_Kept(k=k))
-    for rule in rules:
+    bounds = []  # (rows inside the bound, its order, what it says): the tightest is said
+    for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
             holds = rule.holds(features)
             if not mask[~holds].any() and (~mask[holds]).any():
-                return rule.says
+                bounds.append((int(holds.sum()), order, rule.says))
         elif isinstance(rule, Above) and rule.within is not None and mask.sum() >= 3:
             values = features[rule.feature]
             k = int(values[mask].min()) - 1
             below = values <= k
             if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():
-                return rule.within.format_map(_Kept(k=k, off=int(mask.sum()), above=int((~below).sum())))
-    return None
+                bounds.append((int((~below).sum()), order, rule.within.format_map(
+                    _Kept(k=k, off=int(mask.sum()), above=int((~below).sum())))))
+    return min(bounds)[2] if bounds else None
 
 
 def lanes(rows: Rows, says: str) -> str | None:

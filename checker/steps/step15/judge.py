@@ -69,12 +69,6 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         width = f"{fits[0]}" if len(fits) == 1 else f"{tail.unit} ({' or '.join(map(str, fits))} fit)"
         return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
                 f"K that is (K = {right}): {tail.columns}"]
-    within = [width for width in tail.widths if all(k % width for name, (_, k, _) in shapes.items() if name in failing)]
-    if within:  # failing only where K is no multiple of a width, though not everywhere it is not
-        ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
-        right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
-        return [f"the tail of K: off only on shapes whose K is no multiple of {within[0]} (K = {ks}); right on K = "
-                f"{right}, every multiple of it among them: {tail.columns}"]
     tails = {}
     for name in failing:  # the last outputs of M: every bad output at the end of its row of y
         n, k, m = shapes[name]
@@ -100,6 +94,13 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
     if failing == {name for name, (n, _, _) in shapes.items() if n > 1}:
         return [f"rows of x: off on every shape with more than one row of x ({listed}), right on every shape with "
                 "one: how the row n enters an index (x's row n starts at n * K, y's at n * M)"]
+    within = [width for width in tail.widths if len(failing) > 1 and
+              all(k % width for name, (_, k, _) in shapes.items() if name in failing)]
+    if within:  # failing only where K is no multiple of a width, though not everywhere it is not
+        ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
+        right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
+        return [f"the tail of K: off only on shapes whose K is no multiple of {within[0]} (K = {ks}); right on K = "
+                f"{right}, every multiple of it among them: {tail.columns}"]
     return []
 
 

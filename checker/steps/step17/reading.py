@@ -56,9 +56,11 @@ OFF = [
          "query sees every key of its call, an earlier one should see only the keys up to itself; yours sees a "
          "later key. The causal bound: query t sees keys 0 .. P + t, no later (the loop's end, or the mask's "
          "comparison)"),
-    Rule(lambda f: f["later"] == 0,
-         "each call's last query is off and every earlier one right: the last query is the only one that sees "
-         "key P + T - 1, its own: the keys end one short (the loop over keys stops before P + T)"),
+    *(Rule(lambda f: f["later"] == 0,
+           f"{said} and every earlier one right: the last query is the only one that sees key P + T - 1, its own: "
+           "the keys end one short (the loop over keys stops before P + T)", within=within)
+      for within, said in ((False, "each call's last query is off"),
+                           (True, "off only on calls' last queries (not on every one)"))),
     Rule(lambda f: f["P"] > 0,
          "off exactly where positions were cached before (P > 0), right where P = 0: which keys a new query sees "
          "(0 .. P + t), or where the new keys and values are written (P .. P+T-1)"),
@@ -66,8 +68,9 @@ OFF = [
          "off only at decode with a single head, where a head's keys are split between tasks: how the parts are "
          "combined (each part's l and acc scaled by exp(m_part - m))"),
     Rule(lambda f: f["decode"] == 1,
-         "off at every decode (T = 1), right on every prefill: what your kernel does only when T = 1 (a head's "
-         "keys split between tasks and combined, a query's index or bound when there is one new position)"),
+         "off at every decode (T = 1), right on every prefill: what your kernel does only when T = 1: a head's "
+         "keys split between tasks (which keys each part and each tile of it reads: its start plus j) and "
+         "combined, a query's index or bound when there is one new position"),
     Rule(lambda f: f["T"] > 1,
          "off on every query of a prefill (T > 1), each call's last included, right at every decode: what "
          "depends on the query's index t in a call of T: where q[t] and its output start (t * D), its bound "
@@ -127,10 +130,10 @@ NONFINITE = [
          "running maximum overflows to inf (above 88) or underflows to 0, and l is inf or 0; exp(s - m), with m "
          "the running maximum, stays finite", within=True),
     Rule(lambda f: (f["decode"] == 1) & (f["single"] == 1),
-         "{kind} in the output only where a head's keys are split between tasks (decode, one head): the combine: "
-         "a part "
-         "with no key has m = -inf and l = 0: its weight exp(m_part - m) is 0, and a part's own acc / l is "
-         "0 / 0; divide once, after the parts are added"),
+         "{kind} in the output only where a head's keys are split between tasks (decode, one head): the combine, "
+         "where a part's m is still -inf (a part with no key, or whose running maximum was never updated from its "
+         "start): exp(m_part - m) is then -inf - (-inf) = NaN when every part's is, and a part's own acc / l is "
+         "0 / 0; update m with each tile's largest score, and divide once, after the parts are added"),
     Above("later", "{kind} in the output on the queries with more than {k} keys after them in their call (never on a "
           "call's last): keys past the query, masked to -inf: a tile whose every score is -inf has maximum "
           "-inf, and exp(-inf - (-inf)) is NaN; stop at key P + t rather than mask past it, or skip such a "
