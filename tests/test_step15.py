@@ -232,3 +232,4 @@ def test_noise_everywhere_is_told_by_no_dimension(checkpoint):
     rng = np.random.default_rng(0)
     assert step15_judge.dimension(*_fake_results(checkpoint.learner_config(),
                                            lambda x, w, b, y: y + rng.standard_normal(y.shape))) == []
+

@@ -252,3 +252,4 @@ def test_a_decode_step_without_a_product_names_it():
     one_fc = step15_decode.kernel_calls_problem([call for call in step if call[1] != (4 * c, c)] + [(op, (4 * c, c))],
                                                 op, config)
     assert one_fc.endswith(f"by product: c_fc 1 times a step, {config.n_layer} expected")
+

@@ -429,3 +429,85 @@ def test_a_decode_time_faster_than_the_memory_is_too_fast_to_tell_and_gets_no_ra
     got = credible({"yours": mb / 30e9, "max": mb / 300e9, "torch": None}, {"yours": mb, "max": mb, "torch": mb}, 34e9)
     assert got == {"yours": mb / 30e9, "max": None, "torch": None}
     assert credible({"max": mb / (CREDIBLE * 34e9) * 1.01}, {"max": mb}, 34e9)["max"] is not None
+
+
+def _attend(q, kc, vc, P: int, lo, hi) -> np.ndarray:
+    """Attention in float64 where query t sees keys lo(P, t) .. hi(P, t)."""
+    T, S = q.shape[2], P + q.shape[2]
+    s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    j, t = np.arange(S)[None, :], np.arange(T)[:, None]
+    s = np.where((j >= lo(P, t)) & (j <= hi(P, t)), s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
+
+
+@pytest.mark.parametrize("compute, words", [
+    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: P + t + 1), "one key past itself"),
+    (lambda q, kc, vc, P: attention(q, kc, kc, P), "the values are read from the key cache"),
+    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: P, lambda P, t: P + t), "the P cached positions are "
+     "skipped"),
+])
+def test_attention_with_its_inputs_exchanged_is_told_by_what_it_read(compute, words):
+    """A kernel that computes attention from other inputs or bounds than GPT-2's, on every case, is told which."""
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(compute))
+    assert part.status == FAIL and words in part.details[0] and part.mistake is None, _said(part)
+
+
+def test_a_cache_read_with_a_heads_stride_of_t_is_told_as_that_stride():
+    """Head (b, h)'s keys read at ((b * H + h) * T + j) * D: what a cache [B, H, T, D] would hold."""
+    def stride_t(q, kc, vc, P):
+        B, H, T, D = q.shape
+        at = ((np.arange(B * H)[:, None] * T + np.arange(P + T)[None, :])[..., None] * D + np.arange(D))
+        read = [np.where(at < c.size, c.reshape(-1)[np.minimum(at, c.size - 1)], np.nan).reshape(B, H, P + T, D)
+                for c in (kc, vc)]
+        return attention(q, *read, P)
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(stride_t))
+    assert "as if a head held T positions, not N" in part.details[0], _said(part)
+
+
+def test_a_scale_from_the_head_count_is_told_as_that_dimension():
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(
+        lambda q, kc, vc, P: attention(q, kc, vc, P, scale=1 / np.sqrt(q.shape[1]))))
+    assert "1 / sqrt(H) on every case, so your scale is computed from H" in part.details[0], _said(part)
+
+
+def test_weights_divided_by_the_first_tiles_sum_are_told_as_the_normalisation():
+    """acc divided by the sum of its first 16 keys' exps only: each query its right output times a number of its
+    own, and only queries that see more than 16 keys off."""
+    def first_tile(q, kc, vc, P):
+        S = P + q.shape[2]
+        s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2) / 8
+        s = np.where(np.arange(S)[None] > (P + np.arange(q.shape[2]))[:, None], -np.inf, s)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (w / w[..., :16].sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
+    said = _said(step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(first_tile)))
+    assert "times a number of its own" in said and "The normalisation by the sum l" in said, said
+    assert "right on every query that sees 16 keys or fewer" in said, said
+
+
+@pytest.mark.parametrize("compute, words", [
+    (lambda q, kc, vc, P: np.full(q.shape, np.nan), "NaN in every output, a query that sees a single key "
+     "included"),
+    (lambda q, kc, vc, P: np.where((np.arange(q.shape[2]) % 8 != 0)[:, None], 0.0, attention(q, kc, vc, P)),
+     "queries t = 0, 8, 16, ... are right"),
+    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: np.minimum(P + t, P + q.shape[2] - 2)),
+     "the keys end one short"),
+])
+def test_which_queries_are_off_is_told_by_what_they_share(compute, words):
+    """NaN on every query from the first key on, queries in bands of 8 read at their band's start, the last
+    query of each call without its own key: each told by the rows that are off."""
+    said = _said(step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(compute)))
+    assert words in said, said
+
+
+def test_a_store_of_k_into_the_value_cache_is_told_by_what_it_wrote():
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        P = int(past[0])
+        kc, vc = written(k, k, kc, vc, P)  # the new keys into both caches
+        computed[name] = (attention(q, kc, vc, P), kc, vc)
+    said = _said(step17_kernel.judge(inputs, _results(computed)))
+    assert "v_cache holds the call's k at the new positions" in said and "reads k where v belongs" in said, said

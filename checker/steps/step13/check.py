@@ -8,7 +8,8 @@ their GPT2WithCache. Parts:
                         chunk after a cache (P=7, T=3) and one token (P=9, T=1); the output and
                         the grown keys and values against Hugging Face's
   model with cache      GPT2WithCache run op by op: 7 tokens at once, then 3 more on their cache;
-                        the last position's logits and the cache's shapes
+                        the last position's logits and the cache's shapes; off, the first piece of one
+                        sequence's stream that differs from Hugging Face's (checker.diagnosis.stream)
   compiled              compiled as `pixi run gpt2` runs it (batch, length and cache length
                         symbolic), at batch 2 and batch 1: the 10 check tokens at once, then
                         EXTRA_TOKENS more one at a time, each step's logits against Hugging Face's
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.diagnosis.compiled import diagnose
+from checker.diagnosis.stream import place_positions, recording
 from checker.harness.deps import used_modules
 from checker.harness.runner import StepRun, mistake_outputs
 from checker.references.block_np import model_of
@@ -56,6 +58,7 @@ from checker.steps.step13.mistakes import (
 )
 from runtime.checkpoints import Checkpoint
 from runtime.compiling import compile_with_cache, load_gpt2
+from runtime.hf import load_hf_model
 from runtime.learner import LearnerError
 from runtime.loading import require_module
 from runtime.tokenizer import tokenizer_of
@@ -224,19 +227,38 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
                         "position's logits, [:, -1]: the next token's scores")
     v = compare(first, refs["logits"][:, SPLIT - 1], axes=("sequences", ""), mistakes=[], tol=WHOLE_MODEL)
     if not v.ok:
-        return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}", v.details, v.mistake, v.margin)
+        return Part(name, FAIL, f"{SPLIT} tokens, empty cache: {v.summary}",
+                    v.details + _placed(run, cached, empty_cache, config, checkpoint, ids[0]), v.mistake, v.margin)
     numpy_model = functools.partial(model_of, checkpoint)
     mistakes = mistake_outputs(MODEL_MISTAKES, numpy_model, ids)
     v = compare(logits, refs["logits"][:, T - 1], axes=("sequences", ""), mistakes=mistakes, tol=WHOLE_MODEL)
     setting = f"{SPLIT} tokens at once, then {T - SPLIT} on their cache, op by op"
     if not v.ok:
-        return Part(name, FAIL, f"{setting}, the last position's logits: {v.summary}", v.details, v.mistake, v.margin)
+        where = [] if v.mistake else _placed(run, cached, empty_cache, config, checkpoint, ids[0])
+        return Part(name, FAIL, f"{setting}, the last position's logits: {v.summary}", v.details + where, v.mistake,
+                    v.margin)
     want_shape = [B, config.n_head, T, config.n_embd // config.n_head]
     shapes = {tuple(int(d) for d in c.shape) for c in cache}
     if shapes != {tuple(want_shape)}:
         return Part(name, FAIL, f"after {SPLIT} + {T - SPLIT} tokens the cache holds {sorted(shapes)}, "
                     f"expected {2 * L} tensors {want_shape}", mistake=CACHE_NOT_APPENDED)
     return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
+
+
+def _placed(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoint, ids: np.ndarray) -> list[str]:
+    """Where the model with a cache first differs from Hugging Face on one sequence `ids` [T]: its first SPLIT
+    tokens at once, then the rest on their cache, op by op, each block's input and output recorded (one
+    line, or none when the pieces cannot be recorded)."""
+    recorded, L = [], config.n_layer
+    try:
+        with recording(recorded, cached):
+            _, cache = run.call(_step, cached, ids[None, :SPLIT], run.call(empty_cache, config, 1), L, "GPT2WithCache")
+            run.call(_step, cached, ids[None, SPLIT:], cache, L, "GPT2WithCache")
+    except LearnerError:
+        return []
+    return place_positions(recorded, load_hf_model(checkpoint), ids.tolist(), 0, SPLIT, L, attention=lambda i: (
+        "attention_with_cache (the keys and values of earlier positions it reads back from this block's cache, "
+        "the new ones it adds, the mask's offset, the scale)"))
 
 
 def _compiled_part(run: StepRun, step, cached, empty_cache, config, checkpoint: Checkpoint, refs: dict):

@@ -114,11 +114,12 @@ def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
         return None
     for p in range(2, 65):
         residues = None
-        for name in tested:
+        long_enough = [name for name in tested if shapes[name][2] >= 2 * p]  # two periods at least
+        if not long_enough:
+            return None
+        for name in long_enough:
             off = bad[name][0]
             m = np.arange(len(off))
-            if len(off) < 2 * p:
-                return None
             here = {int(r) for r in np.unique(m[off] % p)}
             if residues is None:
                 residues = here

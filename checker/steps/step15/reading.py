@@ -70,7 +70,7 @@ def bias_reading(cases, results: dict, arrays: dict, known: dict[int, Mistake]) 
         return _counted_bias(cases, biased, counts, known)
     for words, expr in _row_expressions("m"):
         if all(_fits(added[name], arrays[name][2], expr, allowed[name]) for name, *_ in biased):
-            return f"the products are right and each output adds b[{words}], not b[m]", None
+            return f"the products are right and each output adds the bias b[{words}], not b[m]", None
     return None
 
 

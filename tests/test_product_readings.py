@@ -1,0 +1,89 @@
+"""Steps 15 and 16's products read from what they computed (checker/steps/step15/reading.py and the judge's
+dimension), on outputs made in numpy from each kernel case's arrays: no Mojo runs, the default tier."""
+
+import numpy as np
+import pytest
+
+from checker.running.mojo import SEED, case_arrays, kernel_args
+from checker.steps.step15 import judge as step15_judge
+from checker.steps.step15 import reference as step15_reference
+from runtime import quantize as ref
+from tests.test_step15 import _fake_results
+
+
+def _read(config, wrong):
+    """What the product readings say of the outputs `wrong(x, w, b, y)` makes, and the mistake they name."""
+    from checker.steps.step15.reading import readings
+
+    cases, results, arrays = _fake_results(config, wrong)
+    lines, mistake = readings(cases, {name: np.stack(r) for name, r in results.items()}, arrays,
+                              step15_judge.BIAS_COUNTS)
+    return " ".join(lines), mistake
+
+
+def test_a_bias_added_once_per_column_of_the_tail_is_told_by_its_count(checkpoint):
+    """b added inside the tail's loop: K % 8 times, told as the count it follows; the catalogue's counts (0, 2)
+    named by the same reading, and the bias added once not read at all."""
+    said, _ = _read(checkpoint.learner_config(), lambda x, w, b, y: y if b is None else y + (x.shape[1] % 8 - 1) * b)
+    assert "the bias is added K % 8 times" in said and "5 on K = 37" in said, said
+    for count, mistake in ((0, "bias-missing"), (2, "bias-twice")):
+        _, named = _read(checkpoint.learner_config(), lambda x, w, b, y: y if b is None else y + (count - 1) * b)
+        assert named is not None and named.id == mistake
+    assert _read(checkpoint.learner_config(), lambda x, w, b, y: y) == ("", None)
+
+
+def test_a_bias_read_at_another_index_is_told_as_that_index(checkpoint):
+    def first_of_four(x, w, b, y):
+        if b is None:
+            return y
+        m = np.arange(len(b))
+        return y - b + b[m - m % 4]
+    said, _ = _read(checkpoint.learner_config(), first_of_four)
+    assert "adds the bias b[m - m % 4 (the first of each group of 4)], not b[m]" in said, said
+
+
+def test_outputs_off_in_a_repeating_pattern_are_told_by_its_period(checkpoint):
+    """Every second pass of four rows off (an accumulator carried over): a period of 8 along M, residues 4-7."""
+    def second_pass(x, w, b, y):
+        y = y.copy()
+        y[0, (np.arange(y.shape[1]) % 8) >= 4] += 1.0
+        return y
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), second_pass)))
+    assert "repeats every 8 along M" in said and "m % 8 is 4-7" in said, said
+
+
+def test_one_output_in_each_tasks_run_is_told_as_a_tasks_range(checkpoint):
+    """The last output of each run of ceil(N * M / 8) never written: one in each run off, the last."""
+    def short(x, w, b, y):
+        y = y.copy().reshape(-1)
+        run = -(-y.size // 8)
+        y[np.arange(y.size) % run == run - 1] = 1e30
+        return y.reshape(len(x), -1)
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), short)))
+    assert "the last of each run" in said and "ends (one short)" in said, said
+
+
+@pytest.mark.parametrize("words, scale", [
+    ("scales read as if they were [KB, M]", lambda s: s.reshape(-1).reshape(s.shape[1], s.shape[0]).T),
+    ("each whole block of a row multiplied by block 0's scale", None),
+    ("multiplied by 1 / scale", lambda s: 1 / s),
+])
+def test_blocks_scaled_by_another_scale_are_told_by_which(checkpoint, words, scale):
+    """An int8 kernel whose blocks are scaled otherwise (the scales read transposed, block 0's for every whole
+    block, divided by the scale) is told which scale each block used."""
+    from checker.steps.step15.reading import readings
+
+    cases = step15_reference.kernel_cases(checkpoint.learner_config())
+    packed, arrays, results = {}, {}, {}
+    for name, n, k, m, bias in cases:
+        x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
+        packed[name] = (x, q, s, b[0] if b else None)
+        arrays[name] = (x, ref.dequantize(q, s), packed[name][3])
+        if scale is None:  # block 0's scale for the whole blocks, the partial one its own
+            used = np.where(np.arange(s.shape[1]) < k // 32, s[:, :1], s)
+        else:
+            used = scale(s)
+        results[name] = step15_reference.expected(x, ref.dequantize(q, used), packed[name][3])[None].astype(
+            np.float32)
+    lines, _ = readings(cases, results, arrays, {}, packed)
+    assert any(words in line for line in lines), lines
