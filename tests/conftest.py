@@ -407,8 +407,10 @@ GIVEAWAY: dict[str, tuple[int, int]] = {}
 # (step, part) -> {stand-in: the worst margin (max |diff| / allowed) of a correct implementation}
 MARGINS: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
 MARGIN_LIMIT = CORRECT_MARGIN
-# step -> {mutation: (failed, placed, misleading)}, filled by tests/test_unseen.py
+# step -> {mutation: (failed, placed, misleading)}, filled by tests/test_unseen.py and, for the kernels' held-out
+# mistakes, tests/test_held_out_kernels.py
 UNSEEN_RESULTS: dict[str, dict[str, tuple[bool, bool, bool]]] = defaultdict(dict)
+HELD_KERNEL_RESULTS: dict[str, dict[str, tuple[bool, bool, bool]]] = defaultdict(dict)
 
 
 def assert_passes_with_margin(report, step: str, standin: str, record_property) -> None:
@@ -434,9 +436,9 @@ def pytest_runtest_logreport(report):
         elif name == "margins":
             for step, part, standin, margin in value:
                 MARGINS[(step, part)][standin] = max(MARGINS[(step, part)].get(standin, 0.0), margin)
-        elif name == "unseen":
+        elif name in ("unseen", "held_out_kernels"):
             step, mutation, failed, _all_right, placed, misleading = value
-            UNSEEN_RESULTS[step][mutation] = (failed, placed, misleading)
+            (UNSEEN_RESULTS if name == "unseen" else HELD_KERNEL_RESULTS)[step][mutation] = (failed, placed, misleading)
         elif name == "giveaway":
             step, given, total = value
             GIVEAWAY[step] = (given, total)
@@ -467,6 +469,12 @@ def pytest_terminal_summary(terminalreporter):
         _table(write, ["mutations", "failed", "placed", "misleading"],
                {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))]
                 for step, r in UNSEEN_RESULTS.items()})
+    if HELD_KERNEL_RESULTS:
+        terminalreporter.section("the kernels' held-out mistakes (tests/held_out_kernels.py): failed, placed, "
+                                 "misleading")
+        _table(write, ["mutations", "failed", "placed", "misleading"],
+               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))]
+                for step, r in HELD_KERNEL_RESULTS.items()})
     if GIVEAWAY:
         terminalreporter.section("skeletons: how much of each solution their comments and docstrings give away")
         write("| step | given away | of tokens to write | share |")

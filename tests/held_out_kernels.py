@@ -1,0 +1,479 @@
+"""Mistakes in steps 15-17's kernels and in the Python around them that no catalogue lists, written by
+someone who had read the skeletons and the book but never the checks or the tests; each with the piece a
+right diagnosis must place it in and what a right message would say (`piece`, `expect`: written down before
+the mistake was first run), and the words, one of which a failing line must hold (`cause`: the piece as the
+checks word it). tests/test_held_out_kernels.py makes each in a copy of the solution and runs the check.
+
+Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
+kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Held(NamedTuple):
+    step: str
+    name: str
+    file: str
+    old: str | tuple[str, ...]
+    new: str | tuple[str, ...]
+    piece: str
+    expect: str
+    cause: tuple[str, ...]
+
+
+HELD = [
+    Held('15', 'band-size-floor', 'matvec.mojo',
+         'var per_task = ((M + TASKS - 1) // TASKS + ROWS - 1) // ROWS * ROWS',
+         'var per_task = M // TASKS',
+         "kernel: the band size per task (how w's rows are split between tasks)",
+         ('The last outputs of y (the last M % 8 rows of w) are never computed: the band per task '
+          'is M // TASKS rounded down, so the tasks together cover fewer than M rows. Shapes whose '
+          'M is a multiple of the task count pass; look at how many rows each task owns (round up).'),
+         ('last outputs of M', 'band')),
+    Held('15', 'band-end-off-by-one', 'matvec.mojo',
+         'var end = min((task + 1) * per_task, M)',
+         'var end = min((task + 1) * per_task, M - 1)',
+         'kernel: the end of the last band (the last row of w)',
+         ("Only the last output column (y[:, M-1], w's last row) is wrong or missing: the bands "
+          "stop one row short of M. Look at where the last task's band ends."),
+         ('last outputs of M', 'band')),
+    Held('15', 'x-vector-row-0', 'matvec.mojo',
+         'var xv = xp.unsafe_load[width=WIDTH](n * K + k)',
+         'var xv = xp.unsafe_load[width=WIDTH](k)',
+         "kernel: x's row offset (n * K) in the vector loop",
+         ("With one row of x everything is right; with several rows, every row's whole-vector part "
+          "is computed from x's first row (only the tail columns use the right row). The load of x "
+          'in the vector loop ignores the row n.'),
+         ('rows of x',)),
+    Held('15', 'y-stored-transposed', 'matvec.mojo',
+         'yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]',
+         'yp[unsafe_offset=(m + r) * N + n] = s + bp[unsafe_offset=m + r]',
+         "kernel: where an output is stored in y (y's row stride)",
+         ('Right with one row of x, scrambled with several: y[n, m] is stored at m * N + n, i.e. y '
+          "is written as [M, N] (transposed). y's row n starts at n * M."),
+         ('n * M',)),
+    Held('15', 'tail-from-column-0', 'matvec.mojo',
+         'for j in range(k, K):  # the tail: K % WIDTH columns left',
+         'for j in range(K % WIDTH):  # the tail: K % WIDTH columns left',
+         "kernel: the tail loop's columns (the K % width columns after the last whole vector)",
+         ('Wrong whenever K is no multiple of the vector width (and K is at least one vector): the '
+          'tail loop goes over the first K % width columns again instead of the last ones, so those'
+          ' are counted twice and the last columns never. The tail must start where the vector loop'
+          ' stopped.'),
+         ('tail of K',)),
+    Held('15', 'bias-in-tail-loop', 'matvec.mojo',
+         ('s += wp[unsafe_offset=(m + r) * K + j] * xp[unsafe_offset=n * K + j]',
+          'yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]'),
+         (('s += wp[unsafe_offset=(m + r) * K + j] * xp[unsafe_offset=n * K + j] + '
+           'bp[unsafe_offset=m + r]'),
+          'yp[unsafe_offset=n * M + m + r] = s'),
+         'kernel: where the bias b[m] is added (once per output)',
+         ('The bias is added once per tail column instead of once per output: K % width times '
+          "(never when K is a multiple of the vector width, as in GPT-2's products, several times "
+          'on small K). The output is off by a multiple of b; add b[m] once, after the sum.'),
+         ('bias',)),
+    Held('15', 'bias-row-of-band-start', 'matvec.mojo',
+         'yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]',
+         'yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m]',
+         'kernel: the bias index (b[m + r])',
+         ('The products are right but the bias is wrong: every row of a pass of 4 rows gets the '
+          "bias of the pass's first row (b[m] instead of b[m + r]). y - x @ w.T equals b repeated "
+          'in groups of four.'),
+         ('bias',)),
+    Held('15', 'acc-not-reset-per-pass', 'matvec.mojo',
+         (('            while m < end:\n                var rows = min(ROWS, end - m)  # ROWS, or '
+           'fewer at the end of w\n                for n in range(N):\n                    var acc = '
+           'Array[SIMD[DType.float32, WIDTH], ROWS](fill=0)\n'),),
+         (('            var acc = Array[SIMD[DType.float32, WIDTH], ROWS](fill=0)\n            while '
+           'm < end:\n                var rows = min(ROWS, end - m)  # ROWS, or fewer at the end of w'
+           '\n                for n in range(N):\n'),),
+         "kernel: the accumulators' reset (acc zeroed once per band instead of once per pass/row)",
+         ('The accumulators start at zero only once per task: each pass of rows (and each row of x)'
+          ' adds to what the previous passes summed, so outputs include the sums of earlier rows of'
+          ' the same band; only the first rows of each band are right. Reset acc for every output.'),
+         ('accumulator', 'pass of rows')),
+    Held('15', 'advance-by-width', 'matvec.mojo',
+         '                m += ROWS\n',
+         '                m += WIDTH\n',
+         'kernel: the step from one pass of rows to the next (ROWS, not the vector width)',
+         ('Most rows of w are never computed: after each pass of 4 rows the band jumps ahead by the'
+          ' SIMD width (16 or 8), skipping the rows in between, whose outputs stay unwritten. The '
+          'pass advances by the rows it computed.'),
+         ('pass of rows', 'how far the next one moves')),
+    Held('15', 'vector-loop-overruns-row', 'matvec.mojo',
+         "while k + WIDTH <= K:  # whole vectors of x's row",
+         "while k < K:  # whole vectors of x's row",
+         "kernel: the vector loop's bound (a last vector reading past the row's end)",
+         ('Wrong (or NaN) whenever K is no multiple of the vector width: the vector loop takes a '
+          'last, partial vector that reads past the end of the row, into the next row of w (and '
+          "past the end of x). Only whole vectors may be loaded; the rest is the scalar tail's."),
+         ('one vector too far',)),
+    Held('15', 'one-task-short', 'matvec.mojo',
+         'sync_parallelize(band, TASKS)',
+         'sync_parallelize(band, TASKS - 1)',
+         'kernel: the number of tasks launched (the last band never runs)',
+         ("The last band of w's rows is never computed: the kernel launches one task fewer than the"
+          ' bands it cut, so the last outputs of y are missing (unwritten) while the others are '
+          'exact.'),
+         ('last outputs of M', 'band')),
+    Held('15', 'tail-reads-band-first-row', 'matvec.mojo',
+         's += wp[unsafe_offset=(m + r) * K + j] * xp[unsafe_offset=n * K + j]',
+         's += wp[unsafe_offset=m * K + j] * xp[unsafe_offset=n * K + j]',
+         "kernel: the tail's row of w ((m + r) * K)",
+         ('Wrong when K is no multiple of the vector width: the tail columns of every row in a pass'
+          " of 4 are read from the pass's first row of w (m * K instead of (m + r) * K). Rows m + 1"
+          " .. m + 3 get row m's tail."),
+         ('tail of K',)),
+    Held('15', 'position-one-ahead', 'py',
+         'x = t.wte(input_ids) + t.wpe(input_ids.shape[-1], cache[0].shape[-2])  # [B, 1, C]',
+         'x = t.wte(input_ids) + t.wpe(input_ids.shape[-1], cache[0].shape[-2] + 1)  # [B, 1, C]',
+         "model: the new token's position embedding (position P, not P + 1)",
+         ("The decode steps' logits are off from the first decode step on, while the kernel itself "
+          'is right: the new token gets the position embedding of P + 1 instead of P (the cache '
+          'already holds positions 0 .. P-1). Look at the offset given to wpe.'),
+         ('embeddings',)),
+    Held('15', 'cache-index-per-layer', 'py',
+         ('attended, key, value = attention_with_cache(block.attn, block.ln_1(x), cache[2 * i], '
+          'cache[2 * i + 1])'),
+         ('attended, key, value = attention_with_cache(block.attn, block.ln_1(x), cache[i], cache[i'
+          ' + 1])'),
+         'model: which cache tensors a block reads (2i and 2i+1, keys then values)',
+         ("Block 0 is right, every later block attends over another layer's cache (and over values "
+          "as keys): each layer has two caches, so layer i's are cache[2i] and cache[2i+1]. Decode "
+          'logits differ from the first decode step.'),
+         ("block 1's attention half",)),
+    Held('15', 'past-key-value-swapped', 'py',
+         ('attended, key, value = attention_with_cache(block.attn, block.ln_1(x), cache[2 * i], '
+          'cache[2 * i + 1])'),
+         ('attended, key, value = attention_with_cache(block.attn, block.ln_1(x), cache[2 * i + 1],'
+          ' cache[2 * i])'),
+         'model: the cached keys and values handed to attention (swapped)',
+         ("Every block's decode attention scores the new query against the cached values and mixes "
+          'the cached keys: the past key and value caches are passed in the wrong order (the cache '
+          "is keys then values per layer). The kernel is right; the decode steps' logits are not."),
+         ("block 0's attention half",)),
+    Held('15', 'mlp-uses-ln-1', 'py',
+         '            x = x + block.mlp(block.ln_2(x))\n            new_cache += [key, value]',
+         '            x = x + block.mlp(block.ln_1(x))\n            new_cache += [key, value]',
+         'model: the MLP half of each block, its LayerNorm (ln_2)',
+         ("The decode steps' logits are wrong in every block's MLP half: the MLP's input is "
+          "normalised with ln_1's weight and bias instead of ln_2's. The attention half and the "
+          'kernel are right.'),
+         ("block 0's MLP", 'ln_2')),
+    Held('15', 'attention-input-not-normalised', 'py',
+         ('attended, key, value = attention_with_cache(block.attn, block.ln_1(x), cache[2 * i], '
+          'cache[2 * i + 1])'),
+         ('attended, key, value = attention_with_cache(block.attn, x, cache[2 * i], cache[2 * i + '
+          '1])'),
+         "model: the attention half's input (ln_1 skipped before c_attn)",
+         ("Each block's attention reads the raw residual stream instead of ln_1 of it, so the "
+          "decode step's queries, keys and values (and the cache it returns) are wrong from block 0"
+          ' on. Put ln_1 back before the attention.'),
+         ("block 0's attention half",)),
+    Held('16', 'scales-read-transposed', 'matvec_q8.mojo',
+         ('acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)',
+          's += tail * sp[unsafe_offset=m * KB + whole]'),
+         ('acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=j * M + m]), acc)',
+          's += tail * sp[unsafe_offset=whole * M + m]'),
+         "kernel: the scales' indexing (scales is [M, KB], row m at m * KB)",
+         ("Every block is multiplied by another weight row's scale: scales are read as if stored "
+          '[KB, M] (j * M + m) instead of [M, KB] (m * KB + j). The int8 sums are right; the scale '
+          'of block j of row m is scales[m, j].'),
+         ('[KB, M]',)),
+    Held('16', 'every-block-first-scale', 'matvec_q8.mojo',
+         'acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)',
+         'acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB]), acc)',
+         'kernel: the block index of the scale (j) in the whole-block loop',
+         ("All whole blocks of a row are scaled by the row's first scale (scales[m, 0]) instead of "
+          'their own (scales[m, j]); only the first block and the partial last block are right. The'
+          ' scale index must follow the block.'),
+         ("block 0's scale",)),
+    Held('16', 'tail-scale-previous-block', 'matvec_q8.mojo',
+         's += tail * sp[unsafe_offset=m * KB + whole]',
+         's += tail * sp[unsafe_offset=m * KB + whole - 1]',
+         'kernel: the scale of the last, partial block (index whole = KB - 1, not whole - 1)',
+         ('Wrong only when K is no multiple of 32: the partial last block is multiplied by the '
+          "previous block's scale (or, when K < 32, by the previous row's last scale). The last "
+          "block's scale is scales[m, K // 32]."),
+         ('partial block',)),
+    Held('16', 'tail-q-row-0', 'matvec_q8.mojo',
+         'tail += qp[unsafe_offset=row + k].cast[DType.float32]() * xp[unsafe_offset=xrow + k]',
+         'tail += qp[unsafe_offset=k].cast[DType.float32]() * xp[unsafe_offset=xrow + k]',
+         "kernel: the partial last block's int8 reads (q's row offset m * K)",
+         ("Wrong only when K is no multiple of 32, and right for row 0: every row's partial last "
+          "block reads its int8 weights from q's first row (k instead of m * K + k)."),
+         ('partial block',)),
+    Held('16', 'tail-starts-at-block-index', 'matvec_q8.mojo',
+         'for k in range(whole * BLOCK, K):',
+         'for k in range(whole, K):',
+         "kernel: the partial block's first column (whole * 32, not whole)",
+         ('Wrong when K is no multiple of 32 and K > 32: the tail loop starts at column `whole` (a '
+          'block count) instead of whole * 32, so it re-adds columns of the whole blocks with the '
+          "last block's scale."),
+         ('partial block',)),
+    Held('16', 'first-vector-counted-twice', 'matvec_q8.mojo',
+         'comptime for c in range(WIDTH, BLOCK, WIDTH):',
+         'comptime for c in range(0, BLOCK, WIDTH):',
+         'kernel: the vectors summed within a whole block (the first vector added again)',
+         ("Every whole block's first SIMD vector of products is counted twice: the block's sum "
+          "starts from the first vector and the loop over the block's vectors starts at 0 again. K "
+          '< 32 (only a partial block) is right; everything else is off.'),
+         ('first vector',)),
+    Held('16', 'acc-overwritten-per-block', 'matvec_q8.mojo',
+         'acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)',
+         'acc = block * SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j])',
+         'kernel: the running sum over blocks (assigned instead of accumulated)',
+         ("Only the last whole block of each row counts: each block's scaled sum replaces the "
+          'accumulator instead of adding to it. Rows of one whole block (K <= 63) are right; '
+          "GPT-2's rows keep 1 block of 24 or 96."),
+         ('assigned',)),
+    Held('16', 'bias-indexed-by-n', 'matvec_q8.mojo',
+         'yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=m]',
+         'yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=n]',
+         'kernel: the bias index (b[m], the output column, not the row of x)',
+         ('The products are right, the bias is not: every output of row n of x gets b[n] (b[0] at '
+          'decode) instead of b[m]. y - x @ dequantize(q, scales).T is a constant per row.'),
+         ('bias',)),
+    Held('16', 'each-task-one-short', 'matvec_q8.mojo',
+         'for i in range(task * per_task, min((task + 1) * per_task, N * M)):',
+         'for i in range(task * per_task, min((task + 1) * per_task - 1, N * M)):',
+         "kernel: each task's run of outputs (its last output skipped)",
+         ("One output per task is never computed: each task's run stops one before the next task's "
+          'start, so the outputs at the end of every run (every ceil(N*M / 8)-th) are left '
+          'unwritten while the rest is exact.'),
+         ("a task's range of outputs",)),
+    Held('16', 'divides-by-scale', 'matvec_q8.mojo',
+         ('acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)',
+          's += tail * sp[unsafe_offset=m * KB + whole]'),
+         ('acc = block.fma(SIMD[DType.float32, WIDTH](1 / sp[unsafe_offset=m * KB + j]), acc)',
+          's += tail / sp[unsafe_offset=m * KB + whole]'),
+         'kernel: dequantisation by the scale (q * scale, not q / scale)',
+         ('The block sums are divided by their scale instead of multiplied: w = q * scale, and the '
+          "output is huge (inf or NaN where a block's scale is 0). Look at how the scale is applied"
+          " to a block's sum."),
+         ('divided by its scale',)),
+    Held('16', 'append-new-from-head-0', 'append.mojo',
+         'op[unsafe_offset=dst + n + j] = np_[unsafe_offset=i * D + j]',
+         'op[unsafe_offset=dst + n + j] = np_[unsafe_offset=j]',
+         "kernel (append.mojo): which head's new key/value is written at position P",
+         ("The cached positions are copied right, but every head's new position gets head 0's "
+          "(batch 0's) new key and value: the new row is read at j instead of i * D + j. Decode "
+          'attention then goes wrong from the first decode step in every head but the first.'),
+         ("block 0's attention half",)),
+    Held('16', 'append-out-stride-p', 'append.mojo',
+         'var dst, src, n = i * (P + 1) * D, i * P * D, P * D',
+         'var dst, src, n = i * P * D, i * P * D, P * D',
+         ("kernel (append.mojo): the output's head stride ((P + 1) * D, one position longer than "
+          "past's)"),
+         ('The grown cache is scrambled from the second head on: each head is written at i * P * D,'
+          " the input's stride, instead of i * (P + 1) * D, so heads overlap (each new position "
+          "lands on the next head's first one) and the end of the output stays unwritten."),
+         ("block 0's attention half",)),
+    Held('16', 'dequantize-tile-not-repeat', 'py',
+         'per_column = np.repeat(scales, BLOCK, axis=-1)[:, :q.shape[-1]]',
+         'per_column = np.tile(scales, BLOCK)[:, :q.shape[-1]]',
+         'python: dequantize, which scale each column gets (scales[m, k // 32])',
+         ('dequantize is wrong whenever a row has more than one block: np.tile lays the scales out '
+          'cyclically, so column k gets scales[m, k % KB] instead of scales[m, k // 32]. quantize '
+          'is right.'),
+         ('dequantize',)),
+    Held('16', 'decode-scale-by-num-heads', 'py',
+         'scores = (query / math.sqrt(attn.head_dim)) @ key.transpose(-1, -2)',
+         'scores = (query / math.sqrt(attn.num_heads)) @ key.transpose(-1, -2)',
+         "model: decode attention's score scale (1 / sqrt(head_dim), not 1 / sqrt(n_head))",
+         ("The kernel is right; decode attention's scores are divided by sqrt(12) instead of "
+          "sqrt(64), so they are 2.3x too sharp and each decode step's logits differ. The scale is "
+          "the head dimension's."),
+         ("block 0's attention half",)),
+    Held('16', 'append-onto-wrong-cache', 'py',
+         ('key, value = append_op()(past_key, key), append_op()(past_value, value)  # [B, H, P+1, '
+          'D]'),
+         ('key, value = append_op()(past_value, key), append_op()(past_key, value)  # [B, H, P+1, '
+          'D]'),
+         "model: the decode cache's growth (new key appended to the past values and vice versa)",
+         ('The new key is appended to the cached values and the new value to the cached keys, so '
+          'decode attention scores against values and returns caches mixed up. The kernels are '
+          'right; look at which past each new tensor goes onto.'),
+         ("block 0's attention half",)),
+    Held('16', 'decode-q-k-split-swapped', 'py',
+         'query, key, value = F.split(attn.c_attn(hidden_states), [attn.split_size] * 3, axis=-1)',
+         'key, query, value = F.split(attn.c_attn(hidden_states), [attn.split_size] * 3, axis=-1)',
+         ("model: decode attention's q/k/v split (c_attn's output is query, key, value in that "
+          'order)'),
+         ("The first third of c_attn's output is taken as the key and the second as the query: the "
+          'cache grows with queries stored as keys and the new token attends with its key. Every '
+          "decode step's logits differ; the kernel is right."),
+         ("block 0's attention half",)),
+    Held('16', 'mlp-before-attention-added', 'py',
+         'x = x + attended\n            x = x + block.mlp(block.ln_2(x))',
+         'x = x + attended + block.mlp(block.ln_2(x))',
+         ('model: the residual order in a block (the MLP reads the stream after the attention is '
+          'added)'),
+         ("Each block's MLP reads ln_2 of the stream from before the attention's output was added "
+          '(both halves in parallel), so the MLP half is wrong from block 0 on. Add the attention '
+          'first, then normalise for the MLP.'),
+         ("block 0's MLP",)),
+    Held('17', 'split-reads-next-split-key', 'flash.mojo',
+         'var limit = min(end, P + t + 1)  # query t sees the keys up to its own position',
+         'var limit = min(end, P + t) + 1  # query t sees the keys up to its own position',
+         "kernel: the split's key range at decode (each split reads one key past its end)",
+         ("Wrong only at decode when a head's keys are split (a head alone): every split but the "
+          "last also scores the next split's first key, so that key is counted twice. Prefill and "
+          "unsplit decode are right; the causal limit must not exceed the split's end."),
+         ('split between tasks',)),
+    Held('17', 'values-read-from-key-cache', 'flash.mojo',
+         'var vv = vc.unsafe_load[width=W](value + e * W).cast[DType.float32]()',
+         'var vv = kc.unsafe_load[width=W](value + e * W).cast[DType.float32]()',
+         "kernel: the accumulator's values (read from the key cache)",
+         ('The attention weights are right but they weight the keys instead of the values: the '
+          "accumulator loads from k_cache. Every case's output equals softmax(scores) @ keys."),
+         ('values are read from the key cache',)),
+    Held('17', 'cache-head-stride-t', 'flash.mojo',
+         'var keys, values = head * N * D, head * N * D',
+         'var keys, values = head * T * D, head * T * D',
+         "kernel: a head's offset in the caches (head * N * D, the cache's N positions, not T)",
+         ("Right on each case's first head only: the other heads read their keys and values at head"
+          " * T * D, the stride of the new q/k/v, instead of head * N * D, the cache's, so they "
+          "attend over another head's (or zero) positions."),
+         ('a head held T positions',)),
+    Held('17', 'output-row-ignores-t', 'flash.mojo',
+         'var out = (head * T + t) * D',
+         'var out = head * T * D',
+         "kernel: where a query's output row is stored ((head * T + t) * D)",
+         ("Decode is right; at prefill every query of a head writes its result to the head's first "
+          "row, so row 0 holds the last query's output and the other rows are left unwritten."),
+         ('its output start',)),
+    Held('17', 'value-cache-gets-keys', 'flash.mojo',
+         'vc.unsafe_store(to + e, vp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())',
+         'vc.unsafe_store(to + e, kp.unsafe_load[width=W](source + e).cast[k_cache.dtype]())',
+         'kernel: the store of the new values into v_cache (the keys are stored there)',
+         ('The value cache receives the new keys: at positions P .. P+T-1 v_cache equals k, so the '
+          'new positions contribute keys instead of values to every output, and the cache check '
+          'fails for the values. Look at what is stored into v_cache.'),
+         ("v_cache holds the call's k",)),
+    Held('17', 'exp-vector-tail-dropped', 'flash.mojo',
+         ('                    while c < count:\n                        s[unsafe_offset=c] = '
+          'exp(s[unsafe_offset=c] - new_m)\n                        c += 1\n'),
+         '',
+         "kernel: the exponentials' scalar tail (the last count % W scores of a tile)",
+         ("Whenever a tile's key count is no multiple of the vector width (37 keys, the last tile "
+          'of 1024 + P), the last count % W scores are used as raw scores, never exponentiated, as '
+          'weights in l and the accumulator. Tiles of whole vectors are right.'),
+         ("vector loop's tail",)),
+    Held('17', 'combine-sum-without-weights', 'flash.mojo',
+         'total += ls[unsafe_offset=at] * weight',
+         'total += ls[unsafe_offset=at]',
+         "kernel: the combine of splits, the sum l (each split's l rescaled by exp(m_s - m))",
+         ("Wrong only at decode when a head's keys are split: the accumulators are rescaled to the "
+          'common maximum but the sums l are added as they are, so the output is divided by the '
+          'wrong total (rows no longer sum to 1). Rescale l_s by the same exp(m_s - m).'),
+         ('combined', 'normalisation')),
+    Held('17', 'split-normalised-before-combine', 'flash.mojo',
+         'accs.unsafe_store(at * D + e * W, acc[e])',
+         'accs.unsafe_store(at * D + e * W, acc[e] / l)',
+         ("kernel: the split's partial result (divided by its own l before the combine divides "
+          'again)'),
+         ("Wrong only at decode when a head's keys are split: each split stores acc / l, and the "
+          'combine divides by the total l again, so the output is divided twice (far too small). A '
+          'split keeps its raw accumulator.'),
+         ('combined',)),
+    Held('17', 'running-max-never-updated', 'flash.mojo',
+         '                    m = new_m\n',
+         '',
+         'kernel: the running maximum m (never updated after a tile)',
+         ("Only the last tile of keys counts: m stays at -infinity, so each tile's rescale factor "
+          "exp(m - m') is 0 and wipes l and the accumulator; cases of one tile (<= 64 keys) are "
+          'right, longer ones attend over their last tile only (and split decode gives NaN). Update'
+          " m to m' after each tile."),
+         ('running maximum',)),
+    Held('17', 'query-of-band-start', 'flash.mojo',
+         'qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W) * scale',
+         'qv[e] = qp.unsafe_load[width=W]((head * T + t0) * D + e * W) * scale',
+         "kernel: which query a band's row loads (t, not the band's first t0)",
+         ("At decode right; at prefill every query of a band of 8 uses the band's first query (t0) "
+          'with its own causal limit: queries t0+1 .. t0+7 of each band are wrong.'),
+         ('band',)),
+    Held('17', 'key-tile-offset-missing', 'flash.mojo',
+         'var key = keys + (j0 + j) * D',
+         'var key = keys + j * D',
+         "kernel: the key's position in the tile loop (j0 + j)",
+         ('Right while all keys fit one tile of 64 (and the split starts at 0): every later tile '
+          "scores the first tile's keys again (while its values are the right ones), so cases over "
+          'hundreds of keys are wrong. The key of tile position j is key j0 + j.'),
+         ('each tile of it reads',)),
+    Held('17', 'exp-against-old-max', 'flash.mojo',
+         ('s.unsafe_store(c, exp(s.unsafe_load[width=W](c) - new_m))',
+          's[unsafe_offset=c] = exp(s[unsafe_offset=c] - new_m)'),
+         ('s.unsafe_store(c, exp(s.unsafe_load[width=W](c) - m))',
+          's[unsafe_offset=c] = exp(s[unsafe_offset=c] - m)'),
+         "kernel: the exponentials exp(s - m') (taken against the old maximum m)",
+         ("NaN everywhere: the tile's weights are exp(s - m) with the old running maximum, which is"
+          ' -infinity on the first tile, so exp gives inf and inf / inf is NaN. The weights use the'
+          " new maximum m'."),
+         ('running maximum',)),
+    Held('17', 'keys-seen-one-short', 'flash.mojo',
+         'var S = P + T  # the keys the last query sees',
+         'var S = P + T - 1  # the keys the last query sees',
+         'kernel: the number of keys S (P + T): the last query misses its own key',
+         ('The last new query (the only one at decode) never sees its own key: S is one short, so '
+          'its keys stop at P + T - 2 (with one key, nothing: 0 / 0, NaN). Earlier queries of a '
+          'prefill are right.'),
+         ('keys end one short',)),
+    Held('17', 'positions-without-past', 'py',
+         ('positions = Tensor.arange(0, seq_len, dtype=DType.int64, device=input_ids.device) + past'
+          '  # [T]: P..P+T-1'),
+         ('positions = Tensor.arange(0, seq_len, dtype=DType.int64, device=input_ids.device)  # '
+          '[T]: P..P+T-1'),
+         'model: the position embeddings at decode (positions start at past, not 0)',
+         ('The prompt is right; every decode step embeds its token at position 0 instead of P, so '
+          "decode logits are off from the first decode step, while the kernel and the caches' "
+          'earlier positions are right.'),
+         ('embeddings',)),
+    Held('17', 'positions-from-wte', 'py',
+         'x = t.wte(input_ids) + F.gather(t.wpe.weight, positions, axis=0)  # [B, T, C]',
+         'x = t.wte(input_ids) + F.gather(t.wte.weight, positions, axis=0)  # [B, T, C]',
+         'model: the position embedding table (wpe, gathered from wte)',
+         ('The position embedding is gathered from the token table wte instead of wpe: position p '
+          "adds token p's embedding. The stream is wrong from the embeddings on, before any block."),
+         ('embeddings',)),
+    Held('17', 'merge-heads-by-reshape', 'py',
+         'x = x + attn.c_proj(attn._merge_heads(heads, attn.num_heads, attn.head_dim))',
+         ('x = x + attn.c_proj(heads.reshape([input_ids.shape[0], seq_len, attn.num_heads * '
+          'attn.head_dim]))'),
+         ('model: merging the heads after the kernel ([B, H, T, D] -> [B, T, C] needs the '
+          'transpose)'),
+         ("Decode (one position) is right; at prefill the kernel's output [B, H, T, D] is reshaped "
+          "to [B, T, C] without moving the head axis, so each position's vector mixes several "
+          'positions of one head. The kernel and the caches are right; look at how the heads are '
+          'merged.'),
+         ('after your kernel',)),
+    Held('17', 'residual-from-normalised', 'py',
+         ('q, k, v = F.split(attn.c_attn(block.ln_1(x)), [attn.split_size] * 3, axis=-1)'
+          '\n            q, k, v = (attn._split_heads'),
+         ('x = block.ln_1(x)\n            q, k, v = F.split(attn.c_attn(x), [attn.split_size] * 3, '
+          'axis=-1)\n            q, k, v = (attn._split_heads'),
+         "model: the attention half's residual (added to ln_1's output instead of the stream)",
+         ("The attention's output is added to ln_1(x) instead of x: the stream is replaced by its "
+          'normalised copy in every block. q, k, v and the caches of block 0 are right; the stream '
+          "after block 0's attention is not."),
+         ("block 0's attention half",)),
+    Held('17', 'past-advances-by-one', 'py',
+         'past += ids.shape[1]',
+         'past += 1',
+         'model/generate: advancing past after each call (by the T positions just written)',
+         ("After the prompt, past counts one position instead of the prompt's T: the first decode "
+          "step writes its key over position 1 of the prompt's and attends over only 2 positions, "
+          'so the generated ids differ from the second token on. Advance past by the number of '
+          'positions each call wrote.'),
+         ('past',)),
+    Held('17', 'q8-head-without-ln-f', 'py',
+         'return self.head(t.ln_f(x.reshape([batch, width])))  # [B, V]',
+         'return self.head(x.reshape([batch, width]))  # [B, V]',
+         "model: GPT2FlashQ8's head input (ln_f skipped)",
+         ("GPT2FlashQ8's decode logits are wrong while GPT2Flash's are right: the int8 head reads "
+          'the last hidden state without the final LayerNorm ln_f.'),
+         ('ln_f',)),
+]
