@@ -197,6 +197,8 @@ def first_placed(recorded: list, hf, sequence: list[int], first: int, prompt_len
                  attention: Callable[[int], str], logits: tuple[np.ndarray, np.ndarray] | None = None
                  ) -> Placed | None:
     """place_positions' line with the block it places (Placed), or None."""
+    if (problem := order_problem([name for name, _ in recorded], layers)) is not None:
+        return Placed(problem, None)  # a piece never called (another called in its place): said before any rows
     got = stacked(recorded)
     want = {name: rows[first:] for name, rows in hf_stream(hf, sequence).items()}
     unlike = {name for name, rows in got.items() if name in want and rows.shape != want[name].shape}
