@@ -309,7 +309,7 @@ HELD = [
          ("Each block's MLP reads ln_2 of the stream from before the attention's output was added "
           '(both halves in parallel), so the MLP half is wrong from block 0 on. Add the attention '
           'first, then normalise for the MLP.'),
-         ("block 0's MLP",)),
+         ("block 0's attention half", 'how forward adds it to the stream')),
     Held('17', 'split-reads-next-split-key', 'flash.mojo',
          'var limit = min(end, P + t + 1)  # query t sees the keys up to its own position',
          'var limit = min(end, P + t) + 1  # query t sees the keys up to its own position',

@@ -16,7 +16,8 @@ from tests.test_unseen import judge_parts
 
 
 def _write(folder, h: Held):
-    """The solution of h.step in `folder`, its kernel beside it, with h made; the step file's path."""
+    """The solution of h.step in `folder`, its kernel beside it (and step 16's, for step 17), with h made; the
+    step file's path."""
     kernel = folder / f"solution_{h.step}_kernel"
     shutil.copytree(REPO / "solutions" / kernel.name, kernel)
     source = solution_source(h.step)
@@ -26,6 +27,9 @@ def _write(folder, h: Held):
         (kernel / h.file).write_text(mutate((kernel / h.file).read_text(), h.old, h.new))
     path = folder / f"solution_{h.step}.py"
     path.write_text(source)
+    if h.step == "17":  # step 16 beside it, as a learner's, for the int8 part (GPT2FlashQ8)
+        shutil.copy(REPO / "solutions" / "solution_16.py", folder)
+        shutil.copytree(REPO / "solutions" / "solution_16_kernel", folder / "solution_16_kernel")
     return path
 
 

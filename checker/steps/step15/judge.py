@@ -90,7 +90,7 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
                 "scales at m * KB)"]
     if all(shapes[name][0] > 1 and not bad[name][0].any() for name in failing):
         return [f"rows of x after the first: off only on shapes with more than one row of x ({listed}), and "
-                "there only on rows 1 and up; row 0 is right"]
+                "there only on rows 1 and up, never on row 0"]
     if failing == {name for name, (n, _, _) in shapes.items() if n > 1}:
         return [f"rows of x: off on every shape with more than one row of x ({listed}), right on every shape with "
                 "one: how the row n enters an index (x's row n starts at n * K, y's at n * M)"]
