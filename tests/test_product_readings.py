@@ -87,3 +87,21 @@ def test_blocks_scaled_by_another_scale_are_told_by_which(checkpoint, words, sca
             np.float32)
     lines, _ = readings(cases, results, arrays, {}, packed)
     assert any(words in line for line in lines), lines
+
+
+def test_q_read_unsigned_in_the_whole_blocks_is_told(checkpoint):
+    """int8 read as uint8 in the vector loop over whole blocks only, the partial block's scalar loop right."""
+    from checker.steps.step15.reading import readings
+
+    cases = step15_reference.kernel_cases(checkpoint.learner_config())
+    packed, arrays, results = {}, {}, {}
+    for name, n, k, m, bias in cases:
+        x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
+        packed[name] = (x, q, s, b[0] if b else None)
+        arrays[name] = (x, ref.dequantize(q, s), packed[name][3])
+        read = q.astype(np.float64)
+        whole = read[:, :k // 32 * 32]
+        read[:, :k // 32 * 32] = np.where(whole < 0, whole + 256, whole)
+        results[name] = step15_reference.expected(x, ref.dequantize(read, s), packed[name][3])[None].astype(np.float32)
+    lines, _ = readings(cases, results, arrays, {}, packed)
+    assert any("q read as unsigned bytes" in line and "in the whole blocks" in line for line in lines), lines

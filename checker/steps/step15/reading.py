@@ -260,6 +260,18 @@ def _tail_q_row_0(x, q, s):
     return (parts[..., :whole] * s[None, :, :whole]).sum(-1) + tail * s[None, :, -1]
 
 
+def _unsigned(where: str):
+    """q read as unsigned bytes (a negative weight 256 more) in the whole blocks, the partial one, or both."""
+    def part(x, q, s):
+        K = q.shape[1]
+        columns = np.arange(K) < K // BLOCK * BLOCK if where == "whole" else \
+            np.arange(K) >= K // BLOCK * BLOCK if where == "partial" else np.ones(K, bool)
+        read = np.where(columns[None] & (q < 0), q + 256.0, q)
+        parts, _ = _blocks(x, read, s)
+        return (parts * s[None]).sum(-1)
+    return part
+
+
 # How a row's blocks may be scaled instead: (words, pick(s, at, m, j) -> the scale of block j of row m)
 PICKS = [
     ("block 0's scale, scales[m, 0]: the scale's index misses j", lambda s, at, m, j: s[:, :1]),
@@ -285,6 +297,11 @@ SCALE_VARIANTS = [
     ("the last, partial block's columns read from column whole = K // 32 (a block's index), not whole * 32",
      _counted(_tail_from(lambda whole, K: whole))),
     ("the last, partial block read from q's row 0 for every output: its index misses m * K", _counted(_tail_q_row_0)),
+    *((f"q read as unsigned bytes (0 .. 255: every negative weight 256 more) {said}: int8 is -127 .. 127; "
+       "convert with .cast[DType.float32]() from int8", _counted(_unsigned(where)))
+      for where, said in (("whole", "in the whole blocks (the partial block read right)"),
+                          ("partial", "in the last, partial block (the whole blocks read right)"),
+                          ("all", "in every block"))),
 ]
 
 
