@@ -387,6 +387,27 @@ def generate_part(run: StepRun, step, compiled, checkpoint: Checkpoint, dtype: n
                         "eos_token_id"))
 
 
+def _q8_placed(run: StepRun, step, eleven, quantized, reference, checkpoint: Checkpoint, dtype: np.dtype
+               ) -> list[str]:
+    """Where GPT2FlashQ8's decode first differs from transformers on the dequantised weights: the prompt
+    through GPT2Flash and EAGER_TOKENS - 1 decode steps through GPT2FlashQ8, op by op, the decode steps'
+    pieces recorded; one line, or none."""
+    config = checkpoint.learner_config()
+    try:
+        prefill = run.call(step.GPT2Flash, run.call(load_dequantized, eleven, checkpoint))
+        recorded, caches = [], step.empty_flash_cache(config, 1)
+        with recording(recorded, quantized):
+            ids, decoded = run.call(greedy_steps, in_place(prefill_then_decode(prefill, quantized), caches), config,
+                                    no_positions, reference.prompt, EAGER_TOKENS)
+    except LearnerError:
+        return []
+    prompt = reference.prompt
+    with rounded(reference.hf, dtype):
+        placed = first_placed(recorded, reference.hf, prompt + ids[:-1], len(prompt), len(prompt), config.n_layer,
+                              attention=lambda i: ATTENTION, logits=(np.stack(decoded), reference.logits(ids)))
+    return [] if placed is None else [f"op by op, GPT2FlashQ8's decode steps: {placed.line.removeprefix('where: ')}"]
+
+
 def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: np.dtype) -> Part:
     """GPT2FlashQ8, optional: once the learner's step 16 passes, a prompt through GPT2Flash and each decode step
     through GPT2FlashQ8 on the same caches, compiled as `pixi run gpt2 --fast` runs them, against transformers
@@ -434,8 +455,9 @@ def int8_part(run: StepRun, step, eleven, path, checkpoint: Checkpoint, dtype: n
         verdict = reference.verdict(ids, decoded)
     problem, held, _ = cached(caches, own, dtype)
     if failed is not None and (not verdict.ok or problem is None):
+        where = _q8_placed(run, step, eleven, quantized, reference, checkpoint, dtype)
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps differ from transformers on the same "
-                            f"dequantised weights{_against(dtype)}: {verdict.summary}", failed[1],
+                            f"dequantised weights{_against(dtype)}: {verdict.summary}", failed[1] + where,
                             margin=verdict.margin))
     if problem is not None:
         return run.add(Part("int8", FAIL, f"GPT2FlashQ8's decode steps: {problem}"))
