@@ -174,7 +174,7 @@ HELD = [
          ("Each block's attention reads the raw residual stream instead of ln_1 of it, so the "
           "decode step's queries, keys and values (and the cache it returns) are wrong from block 0"
           ' on. Put ln_1 back before the attention.'),
-         ("block 0's attention half",)),
+         ("block 0's ln_1", "block 0's attention half")),
     Held('16', 'scales-read-transposed', 'matvec_q8.mojo',
          ('acc = block.fma(SIMD[DType.float32, WIDTH](sp[unsafe_offset=m * KB + j]), acc)',
           's += tail * sp[unsafe_offset=m * KB + whole]'),
