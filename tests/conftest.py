@@ -463,18 +463,12 @@ def pytest_terminal_summary(terminalreporter):
                        sum(c for c, _ in results.values()), sum(n for _, n in results.values())]
                 for step, results in MUTATION_RESULTS.items()}
         _table(write, ["mistakes", "on synthetic", "on GPT-2-scale", "caught", "named"], rows)
-    if UNSEEN_RESULTS:
-        terminalreporter.section("uncatalogued mistakes (tests/unseen.py): failed, placed in their sub-part, "
-                                 "misleading")
-        _table(write, ["mutations", "failed", "placed", "misleading"],
-               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))]
-                for step, r in UNSEEN_RESULTS.items()})
-    if HELD_KERNEL_RESULTS:
-        terminalreporter.section("the kernels' held-out mistakes (tests/held_out_kernels.py): failed, placed, "
-                                 "misleading")
-        _table(write, ["mutations", "failed", "placed", "misleading"],
-               {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))]
-                for step, r in HELD_KERNEL_RESULTS.items()})
+    for results, title in ((UNSEEN_RESULTS, "uncatalogued mistakes (tests/unseen.py)"),
+                           (HELD_KERNEL_RESULTS, "the kernels' held-out mistakes (tests/held_out_kernels.py)")):
+        if results:
+            terminalreporter.section(f"{title}: failed, placed, misleading")
+            _table(write, ["mutations", "failed", "placed", "misleading"],
+                   {step: [len(r), *(sum(x[i] for x in r.values()) for i in range(3))] for step, r in results.items()})
     if GIVEAWAY:
         terminalreporter.section("skeletons: how much of each solution their comments and docstrings give away")
         write("| step | given away | of tokens to write | share |")

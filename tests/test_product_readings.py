@@ -63,45 +63,41 @@ def test_one_output_in_each_tasks_run_is_told_as_a_tasks_range(checkpoint):
     assert "the last of each run" in said and "ends (one short)" in said, said
 
 
-@pytest.mark.parametrize("words, scale", [
-    ("scales read as if they were [KB, M]", lambda s: s.reshape(-1).reshape(s.shape[1], s.shape[0]).T),
-    ("each whole block of a row multiplied by block 0's scale", None),
-    ("multiplied by 1 / scale", lambda s: 1 / s),
-])
-def test_blocks_scaled_by_another_scale_are_told_by_which(checkpoint, words, scale):
-    """An int8 kernel whose blocks are scaled otherwise (the scales read transposed, block 0's for every whole
-    block, divided by the scale) is told which scale each block used."""
+def _int8_read(config, dequantized) -> list[str]:
+    """What the readings say of an int8 kernel whose outputs are x @ dequantized(q, scales, K).T + b on every
+    case (the scales and q as the check hands them)."""
     from checker.steps.step15.reading import readings
 
-    cases = step15_reference.kernel_cases(checkpoint.learner_config())
+    cases = step15_reference.kernel_cases(config)
     packed, arrays, results = {}, {}, {}
     for name, n, k, m, bias in cases:
         x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
         packed[name] = (x, q, s, b[0] if b else None)
         arrays[name] = (x, ref.dequantize(q, s), packed[name][3])
-        if scale is None:  # block 0's scale for the whole blocks, the partial one its own
-            used = np.where(np.arange(s.shape[1]) < k // 32, s[:, :1], s)
-        else:
-            used = scale(s)
-        results[name] = step15_reference.expected(x, ref.dequantize(q, used), packed[name][3])[None].astype(
-            np.float32)
-    lines, _ = readings(cases, results, arrays, {}, packed)
+        results[name] = step15_reference.expected(x, dequantized(q, s, k), packed[name][3])[None].astype(np.float32)
+    return readings(cases, results, arrays, {}, packed)[0]
+
+
+@pytest.mark.parametrize("words, scale", [
+    ("scales read as if they were [KB, M]", lambda s, k: s.reshape(-1).reshape(s.shape[1], s.shape[0]).T),
+    ("each whole block of a row multiplied by block 0's scale",  # the partial block by its own
+     lambda s, k: np.where(np.arange(s.shape[1]) < k // 32, s[:, :1], s)),
+    ("multiplied by 1 / scale", lambda s, k: 1 / s),
+])
+def test_blocks_scaled_by_another_scale_are_told_by_which(checkpoint, words, scale):
+    """An int8 kernel whose blocks are scaled otherwise (the scales read transposed, block 0's for every whole
+    block, divided by the scale) is told which scale each block used."""
+    lines = _int8_read(checkpoint.learner_config(), lambda q, s, k: ref.dequantize(q, scale(s, k)))
     assert any(words in line for line in lines), lines
 
 
 def test_q_read_unsigned_in_the_whole_blocks_is_told(checkpoint):
     """int8 read as uint8 in the vector loop over whole blocks only, the partial block's scalar loop right."""
-    from checker.steps.step15.reading import readings
-
-    cases = step15_reference.kernel_cases(checkpoint.learner_config())
-    packed, arrays, results = {}, {}, {}
-    for name, n, k, m, bias in cases:
-        x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))
-        packed[name] = (x, q, s, b[0] if b else None)
-        arrays[name] = (x, ref.dequantize(q, s), packed[name][3])
+    def unsigned(q, s, k):
         read = q.astype(np.float64)
         whole = read[:, :k // 32 * 32]
         read[:, :k // 32 * 32] = np.where(whole < 0, whole + 256, whole)
-        results[name] = step15_reference.expected(x, ref.dequantize(read, s), packed[name][3])[None].astype(np.float32)
-    lines, _ = readings(cases, results, arrays, {}, packed)
+        return ref.dequantize(read, s)
+
+    lines = _int8_read(checkpoint.learner_config(), unsigned)
     assert any("q read as unsigned bytes" in line and "in the whole blocks" in line for line in lines), lines
