@@ -332,7 +332,7 @@ HELD = [
          ("Right on each case's first head only: the other heads read their keys and values at head"
           " * T * D, the stride of the new q/k/v, instead of head * N * D, the cache's, so they "
           "attend over another head's (or zero) positions."),
-         ('a head held T positions',)),
+         ('a head held T positions', "where a head's numbers start")),
     Held('17', 'output-row-ignores-t', 'flash.mojo',
          'var out = (head * T + t) * D',
          'var out = head * T * D',

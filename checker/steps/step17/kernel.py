@@ -16,7 +16,7 @@ from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
-from checker.steps.step17.reading import readings, where_off
+from checker.steps.step17.reading import computed_as, readings, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -94,8 +94,11 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  "the bands before it; store every new key and value first, in a pass of their own, then attend")
         prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
         lines = [f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else [both, f"or {early}"]
-        if not any(caches.values()) and (off := where_off(inputs, results, wants)) is not None:
-            lines = [f"in the first run, {off}", *lines]  # which outputs a task writes wrongly, read from them
+        if not any(caches.values()):  # what the first run computed, or which of its outputs are off
+            if (variant := computed_as(inputs, results, wants)) is not None:
+                lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
+            elif (off := where_off(inputs, results, wants)) is not None:
+                lines = [f"in the first run, {off}", *lines]
         if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]

@@ -4,6 +4,7 @@ a FlashAttention kernel.
 
     readings(inputs, results, wants)   the lines for a failing kernel whose caches are right, and the
                                        catalogued mistake they name
+    computed_as(inputs, results, wants)  the variant the first run computes on every case (also in a race)
     where_off(inputs, results, wants)  which queries are off, read by their features (also in a race)
     nonfinite(rows)                    where NaN or inf appear, told as the arithmetic that makes them
 
@@ -315,6 +316,12 @@ def _scale_per_case(inputs: dict, results: dict, wants: dict) -> str | None:
     return None
 
 
+def computed_as(inputs: dict, results: dict, wants: dict) -> Variant | None:
+    """The first variant whose output is the learner's (its first run) on every case, or None."""
+    names = [case[0] for case in kernel_cases()]
+    return first_variant(names, {name: results[name][0] for name in names}, variants(inputs, wants), KERNEL, AXES)
+
+
 def where_off(inputs: dict, results: dict, wants: dict) -> str | None:
     """Which queries are off in the first run, read by OFF, or None."""
     rows = rows_of(inputs, results, wants)
@@ -325,10 +332,9 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
     """What the learner's output is, read from the outputs (its caches right): the lines to show, and the
     catalogued mistake they name (None when none). A variant or a scale that computes every case is said
     alone; otherwise what the off queries share, and where NaN or inf appear."""
-    names = [case[0] for case in kernel_cases()]
-    got = {name: results[name][0] for name in names}
-    if (variant := first_variant(names, got, variants(inputs, wants), KERNEL, AXES)) is not None:
+    if (variant := computed_as(inputs, results, wants)) is not None:
         return [f"your output is attention computed as if {variant.says}, on every case"], variant.mistake
+    names = [case[0] for case in kernel_cases()]
     if (c := _scale_fit(inputs, results, wants, names)) is not None:
         return [scaled(c, kernel_cases()[0][5])], UNSCALED if abs(c - 1) < 1e-3 else None
     if (per_case := _scale_per_case(inputs, results, wants)) is not None:
