@@ -15,6 +15,7 @@ import numpy as np
 
 from checker.reporting.compare import DECODE, FLOAT16_CACHE, compare
 
+# torch is imported inside the function that uses it: importing it takes seconds.
 
 @contextmanager
 def kernel_calls(step):
