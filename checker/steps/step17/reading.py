@@ -54,9 +54,9 @@ def rows_of(inputs: dict, results: dict, wants: dict, want_of=None) -> Rows:
 OFF = [
     Rule(lambda f: f["later"] > 0,
          "each call's last query is right and every earlier query of a prefill off (every decode right): the last "
-         "query sees every key of its call, an earlier one should see only the keys up to itself; yours sees a "
-         "later key. The causal bound: query t sees keys 0 .. P + t, no later (the loop's end, or the mask's "
-         "comparison)"),
+         "query sees every key of its call, an earlier one only the keys up to itself, so what a mask or a bound "
+         "changes shows on the earlier ones alone: the causal bound, query t sees keys 0 .. P + t and no later "
+         "(the loop's end, or the mask's comparison)"),
     *(Rule(lambda f: f["later"] == 0,
            f"{said} and every earlier one right: the last query is the only one that sees key P + T - 1, its own: "
            "the keys end one short (the loop over keys stops before P + T)", within=within)
