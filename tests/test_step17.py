@@ -12,7 +12,7 @@ from checker.steps.step17 import check as step17
 from checker.steps.step17 import kernel as step17_kernel
 from checker.steps.step17.kernel import FLOAT16_CACHES
 from checker.steps.step17.mistakes import CATALOGUE, CUT, NO_RESCALE, SPLITS_WITHOUT_MAXIMA, output
-from checker.steps.step17.reference import KERNEL, attention, expected, kernel_cases, online, written
+from checker.steps.step17.reference import KERNEL, attend, attention, expected, kernel_cases, online, written
 from runtime.paths import REPO
 from tests.conftest import (
     STANDINS,
@@ -431,21 +431,10 @@ def test_a_decode_time_faster_than_the_memory_is_too_fast_to_tell_and_gets_no_ra
     assert credible({"max": mb / (CREDIBLE * 34e9) * 1.01}, {"max": mb}, 34e9)["max"] is not None
 
 
-def _attend(q, kc, vc, P: int, lo, hi) -> np.ndarray:
-    """Attention in float64 where query t sees keys lo(P, t) .. hi(P, t)."""
-    T, S = q.shape[2], P + q.shape[2]
-    s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2) / np.sqrt(q.shape[-1])
-    j, t = np.arange(S)[None, :], np.arange(T)[:, None]
-    s = np.where((j >= lo(P, t)) & (j <= hi(P, t)), s, -np.inf)
-    with np.errstate(invalid="ignore"):
-        w = np.exp(s - s.max(-1, keepdims=True))
-        return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
-
-
 @pytest.mark.parametrize("compute, words", [
-    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: P + t + 1), "one key past itself"),
+    (lambda q, kc, vc, P: attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: P + t + 1), "one key past itself"),
     (lambda q, kc, vc, P: attention(q, kc, kc, P), "the values are read from the key cache"),
-    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: P, lambda P, t: P + t), "the P cached positions are "
+    (lambda q, kc, vc, P: attend(q, kc, vc, P, lambda P, t: P, lambda P, t: P + t), "the P cached positions are "
      "skipped"),
 ])
 def test_attention_with_its_inputs_exchanged_is_told_by_what_it_read(compute, words):
@@ -492,7 +481,7 @@ def test_weights_divided_by_the_first_tiles_sum_are_told_as_the_normalisation():
      "included"),
     (lambda q, kc, vc, P: np.where((np.arange(q.shape[2]) % 8 != 0)[:, None], 0.0, attention(q, kc, vc, P)),
      "queries t = 0, 8, 16, ... are right"),
-    (lambda q, kc, vc, P: _attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: np.minimum(P + t, P + q.shape[2] - 2)),
+    (lambda q, kc, vc, P: attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: np.minimum(P + t, P + q.shape[2] - 2)),
      "the keys end one short"),
 ])
 def test_which_queries_are_off_is_told_by_what_they_share(compute, words):

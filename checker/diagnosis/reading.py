@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from checker.reporting.compare import Tolerance, compare
+from checker.reporting.compare import Tolerance, compare, ranges
 
 
 @dataclass
@@ -49,12 +49,11 @@ class Rows:
         """`cases`: (name, got, want, features), got and want [rows, C] of one case, each feature a number for
         the whole case or one per row."""
         gots, wants, allowed, names, features = [], [], [], [], {}
-        cases = list(cases)
         for name, got, want, feats in cases:
-            n = len(want)
+            n, want = len(want), np.asarray(want, np.float64)
             gots.append(np.asarray(got, np.float64))
-            wants.append(np.asarray(want, np.float64))
-            allowed.append(tol.allowed(np.asarray(want, np.float64)))
+            wants.append(want)
+            allowed.append(tol.allowed(want))
             names += [name] * n
             for key, value in feats.items():
                 features.setdefault(key, []).append(np.broadcast_to(np.asarray(value), (n,)))
@@ -160,13 +159,7 @@ def lanes(rows: Rows, says: str) -> str | None:
     first = bad[0]
     if first.all() or not (bad == first).all():
         return None
-    hit = np.flatnonzero(first)
-    runs, start = [], hit[0]
-    for a, b in zip(hit, [*hit[1:], None]):
-        if b is None or b != a + 1:
-            runs.append(f"{start}-{a}" if a > start else f"{a}")
-            start = b
-    return says.format(lanes=", ".join(runs), C=bad.shape[1])
+    return says.format(lanes=ranges(np.flatnonzero(first)), C=bad.shape[1])
 
 
 def factors(rows: Rows) -> np.ndarray:

@@ -114,7 +114,7 @@ class Verdict:
     margin: float | None = None  # max |diff| / allowed: at most 1 passes; None when not numeric
 
 
-def _ranges(indices, limit: int = 12) -> str:
+def ranges(indices, limit: int = 12) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'; past `limit` runs, the first ones and how many in all:
     '25, 61, 104, ..., 1201 entries in all' (a wide axis, like the vocabulary's, stays one line)."""
     indices = sorted(int(i) for i in indices)
@@ -154,7 +154,7 @@ def where_differs(bad: np.ndarray, axes: tuple[str, ...]) -> str:
         other = tuple(a for a in range(bad.ndim) if a != axis)
         hit = np.flatnonzero(bad.any(axis=other))
         size = bad.shape[axis]
-        parts.append(f"{name} {_ranges(hit)} ({'all ' if len(hit) == size else ''}of {size})")
+        parts.append(f"{name} {ranges(hit)} ({'all ' if len(hit) == size else ''}of {size})")
     return "; ".join(parts)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.harness.runner import StepRun
-from checker.reporting.compare import Mistake, compare
+from checker.reporting.compare import Mistake, compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_probe
 from checker.steps.step15.mistakes import BIAS_MISSING, BIAS_TWICE, MISTAKES, RACE
@@ -105,9 +105,9 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
 
 
 def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
-    """When the outputs off repeat with a period p along M on every failing shape (off exactly where m % p is
-    in one set of residues, on every row), the smallest such p and residues, in words: rows of w taken in
-    groups (a pass of a few rows, a band), and something in every other group (or one place in each)."""
+    """When the outputs off in row 0 of y repeat with a period p along M on the small failing shapes whose row 0
+    is off (off exactly where m % p is in one set of residues, two periods at least), the smallest such p
+    and residues, in words: rows of w taken in groups (a pass of a few rows, a band)."""
     # the small shapes (one band or few), where row 0 is off: later rows may add what carries over from earlier ones
     tested = [name for name in failing if 8 <= shapes[name][2] <= 128 and bad[name][0].any()]
     if not tested:
@@ -128,7 +128,7 @@ def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
                 break
         shifted = any({(r + d) % p for r in residues} == residues for d in range(1, p) if p % d == 0)
         if residues and len(residues) < p and not shifted:  # not a shorter period seen on one shape alone
-            runs = _runs(sorted(residues))
+            runs = ranges(sorted(residues))
             return (f"outputs off in a pattern that repeats every {p} along M, on row 0 of the small failing "
                     f"shapes: off exactly where m % {p} is {runs}, right elsewhere: w's rows are taken in groups (a "
                     "pass of rows, a band), and what goes wrong is in those groups: where a group starts, how far "
@@ -161,16 +161,6 @@ def _one_in_each_run(failing: set, shapes: dict, bad: dict) -> str | None:
     return (f"one output in each run of y's outputs (in memory order, n * M + m) is off, the {which} of each run "
             f"({runs}): the outputs are cut into runs, a task's each, and the {which} of a run is not computed: "
             "where a task's range of outputs " + ("ends (one short)" if which == "last" else "starts"))
-
-
-def _runs(values: list[int]) -> str:
-    """[4, 5, 6, 7] -> '4-7'; [0, 2] -> '0, 2'."""
-    out, start = [], values[0]
-    for a, b in zip(values, [*values[1:], None]):
-        if b != a + 1:
-            out.append(f"{start}-{a}" if a > start else f"{a}")
-            start = b
-    return ", ".join(out)
 
 
 def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matvec",

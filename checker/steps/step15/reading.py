@@ -50,8 +50,8 @@ def _product(x, w) -> np.ndarray:
 def bias_reading(cases, results: dict, arrays: dict, known: dict[int, Mistake]) -> tuple[str, Mistake | None] | None:
     """When every output is its product plus something made of b: how many times b was added on each case
     (a count the step's catalogue knows, `known` {count: mistake}; another, constant or following one of the
-    case's numbers), or which b[j] each output added (an index expression, or examples). None when the
-    products are not right, or the bias is."""
+    case's numbers), or which b[j] each output added (one of INDICES). None when the products are not
+    right, or the bias is."""
     biased = [case for case in cases if arrays[case[0]][2] is not None]
     added, allowed = {}, {}
     for name, *_ in biased:
@@ -68,7 +68,7 @@ def bias_reading(cases, results: dict, arrays: dict, known: dict[int, Mistake]) 
         counts[name] = c.astype(int)
     else:
         return _counted_bias(cases, biased, counts, known)
-    for words, expr in _row_expressions("m"):
+    for words, expr in INDICES:
         if all(_fits(added[name], arrays[name][2], expr, allowed[name]) for name, *_ in biased):
             return f"the products are right and each output adds the bias b[{words}], not b[m]", None
     return None
@@ -109,23 +109,21 @@ def _counted_bias(cases, biased, counts: dict, known: dict[int, Mistake]) -> tup
             f"({listed}){later}. {BIAS_HINT}"), None
 
 
-# Index expressions a learner's index may compute instead of the right one: (words, j(n, m, N, M)).
-def _row_expressions(row: str) -> list[tuple[str, Callable]]:
-    exprs = [(f"{row} = 0", lambda n, m, N, M: 0 * m), ("n (the row of x)", lambda n, m, N, M: n + 0 * m),
-             (f"{row} + 1", lambda n, m, N, M: m + 1), (f"{row} - 1", lambda n, m, N, M: m - 1),
-             (f"M - 1 - {row}", lambda n, m, N, M: M - 1 - m)]
-    exprs += [(f"{row} - {row} % {r} (the first of each group of {r})", lambda n, m, N, M, r=r: m - m % r)
-              for r in (2, 4, 8, 16, 32)]
-    return exprs
+# Index expressions a learner's index may compute instead of m: (words, j(n, m, N, M)).
+INDICES = [("m = 0", lambda n, m, N, M: 0 * m), ("n (the row of x)", lambda n, m, N, M: n + 0 * m),
+           ("m + 1", lambda n, m, N, M: m + 1), ("m - 1", lambda n, m, N, M: m - 1),
+           ("M - 1 - m", lambda n, m, N, M: M - 1 - m),
+           *((f"m - m % {r} (the first of each group of {r})", lambda n, m, N, M, r=r: m - m % r)
+             for r in (2, 4, 8, 16, 32))]
 
 
-def _index_said(maps: dict[str, np.ndarray], cases, tensor: str, index: str) -> str | None:
+def _index_said(maps: dict[str, np.ndarray], cases, tensor: str) -> str | None:
     """What index each output read of `tensor` ({case: [N, M] the index read}), as an expression of (n, m)
     that holds on every case, or as examples from the first case where it is not the right one."""
     shapes = {name: (n, m) for name, n, _, m, _ in cases}
     if all(np.array_equal(j, np.broadcast_to(np.arange(shapes[name][1]), j.shape)) for name, j in maps.items()):
         return None
-    for words, expr in _row_expressions(index):
+    for words, expr in INDICES:
         if all(np.array_equal(j, np.broadcast_to(expr(np.arange(shapes[name][0])[:, None],
                                                       np.arange(shapes[name][1])[None, :], *shapes[name]), j.shape))
                for name, j in maps.items()):
@@ -154,7 +152,7 @@ def index_reading(cases, results: dict, arrays: dict) -> str | None:
         own = close[np.arange(n)[:, None], np.arange(m)[None, :], np.arange(n)[:, None], np.arange(m)[None, :]]
         flat = np.where(own, (np.arange(n)[:, None] * m + np.arange(m)[None, :]), close.reshape(n, m, -1).argmax(-1))
         rows_x[name], rows_w[name] = flat // m, flat % m
-    said = [s for s in (_index_said(rows_w, small, "w's row", "m"),
+    said = [s for s in (_index_said(rows_w, small, "w's row"),
                         _rows_of_x(rows_x, small)) if s]
     if not said:
         return None

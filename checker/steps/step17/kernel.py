@@ -16,7 +16,7 @@ from checker.reporting.compare import compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
-from checker.steps.step17.reading import computed_as, readings, where_off
+from checker.steps.step17.reading import computed_as, readings, rows_of, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -97,7 +97,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         if not any(caches.values()):  # what the first run computed, or which of its outputs are off
             if (variant := computed_as(inputs, results, wants)) is not None:
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
-            elif (off := where_off(inputs, results, wants)) is not None:
+            elif (off := where_off(rows_of(results, wants))) is not None:
                 lines = [f"in the first run, {off}", *lines]
         if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "

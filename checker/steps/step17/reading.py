@@ -5,7 +5,7 @@ a FlashAttention kernel.
     readings(inputs, results, wants)   the lines for a failing kernel whose caches are right, and the
                                        catalogued mistake they name
     computed_as(inputs, results, wants)  the variant the first run computes on every case (also in a race)
-    where_off(inputs, results, wants)  which queries are off, read by their features (also in a race)
+    where_off(rows_of(results, wants))  which queries are off, read by their features (also in a race)
     nonfinite(rows)                    where NaN or inf appear, told as the arithmetic that makes them
 
 A row is one query (b, h, t) of one case: it sees keys 0 .. P + t of its head's cache.
@@ -28,7 +28,7 @@ from checker.diagnosis.reading import (
     read,
 )
 from checker.steps.step17.mistakes import MASK_NOT_OFFSET, UNSCALED
-from checker.steps.step17.reference import KERNEL, attention, kernel_cases
+from checker.steps.step17.reference import KERNEL, attend, attention, kernel_cases
 
 AXES = ("sequence", "head", "query", "")
 
@@ -42,11 +42,9 @@ def _features(case) -> dict[str, np.ndarray]:
             "large": int(abs(m) > 1), "negative": int(m < 0)}
 
 
-def rows_of(inputs: dict, results: dict, wants: dict, want_of=None) -> Rows:
-    """Every case's queries as rows [B * H * T, D]: the learner's output against `want_of(name)` (by default
-    the right output)."""
-    return Rows.of(((case[0], results[case[0]][0].reshape(-1, case[5]),
-                     (wants[case[0]][0] if want_of is None else want_of(case[0])).reshape(-1, case[5]),
+def rows_of(results: dict, wants: dict) -> Rows:
+    """Every case's queries as rows [B * H * T, D]: the learner's output (its first run) against the right one."""
+    return Rows.of(((case[0], results[case[0]][0].reshape(-1, case[5]), wants[case[0]][0].reshape(-1, case[5]),
                      _features(case)) for case in kernel_cases()), KERNEL)
 
 
@@ -166,29 +164,18 @@ def nonfinite(rows: Rows) -> list[str]:
             "check surrounds each input with NaN)"]
 
 
-def _attend(case, q, kc, vc, lo, hi, scale=None) -> np.ndarray:
-    """Attention in float64 where query t sees keys lo(P, t) .. hi(P, t) of kc and vc [B, H, >= S, D]."""
-    _, B, H, T, P, D, N, _ = case
-    S = P + T
-    s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2)
-    s = s * (1 / np.sqrt(D) if scale is None else scale)
-    j, t = np.arange(S)[None, :], np.arange(T)[:, None]
-    s = np.where((j >= lo(P, t)) & (j <= hi(P, t)), s, -np.inf)
-    with np.errstate(invalid="ignore"):
-        w = np.exp(s - s.max(-1, keepdims=True))
-        return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
-
-
 def variants(inputs: dict, wants: dict) -> list[Variant]:
     """The reference computed with its inputs exchanged or its bound moved, each on the caches the kernel
-    leaves (right, when this is asked)."""
+    leaves (right, when this is asked): each as what it reads, (queries, keys, values, lo, hi), from a case
+    and its q, k and caches."""
     cases = {case[0]: case for case in kernel_cases()}
 
-    def v(says, make, mistake=None):
+    def v(says, reads, mistake=None):
         def compute(name):
-            q, k, v, _, _, past = inputs[name]
+            q, k, _, _, _, past = inputs[name]
             _, kc, vc = wants[name]
-            return make(cases[name], q, k, kc, vc)
+            queries, keys, values, lo, hi = reads(cases[name], q, k, kc, vc)
+            return attend(queries, keys, values, int(past[0]), lo, hi)
         return Variant(says, compute, mistake)
 
     zero = lambda P, t: 0  # noqa: E731
@@ -206,42 +193,40 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
         P, T = case[4], case[3]
         kq = kc.copy()
         kq[:, :, P:P + T] = q
-        return _attend(case, q, kq, vc, zero, bound)
+        return q, kq, vc, zero, bound
 
     return [
-        v("query t sees keys 0 .. t, not 0 .. P + t", lambda c, q, k, kc, vc: _attend(c, q, kc, vc, zero,
-                                                                                       lambda P, t: t),
+        v("query t sees keys 0 .. t, not 0 .. P + t", lambda c, q, k, kc, vc: (q, kc, vc, zero, lambda P, t: t),
           MASK_NOT_OFFSET),
         v("query t sees one key past itself, 0 .. P + t + 1: the causal bound is one too far (< P + t + 2, or <= "
-          "P + t + 1)", lambda c, q, k, kc, vc: _attend(c, q, kc, vc, zero, lambda P, t: P + t + 1)),
+          "P + t + 1)", lambda c, q, k, kc, vc: (q, kc, vc, zero, lambda P, t: P + t + 1)),
         v("every query sees all P + T keys of its call: no causal bound at all (the loop runs to P + T, or the "
-          "mask is never applied)", lambda c, q, k, kc, vc: _attend(c, q, kc, vc, zero, lambda P, t: 10**9)),
+          "mask is never applied)", lambda c, q, k, kc, vc: (q, kc, vc, zero, lambda P, t: 10**9)),
         v("query t sees keys 0 .. P + t - 1, not itself: the causal bound stops one short (< P + t, not <= P + t)",
-          lambda c, q, k, kc, vc: _attend(c, q, kc, vc, zero, lambda P, t: P + t - 1)),
+          lambda c, q, k, kc, vc: (q, kc, vc, zero, lambda P, t: P + t - 1)),
         v("query t sees only the new keys P .. P + t: the P cached positions are skipped (the loop starts at P)",
-          lambda c, q, k, kc, vc: _attend(c, q, kc, vc, lambda P, t: P, bound)),
+          lambda c, q, k, kc, vc: (q, kc, vc, lambda P, t: P, bound)),
         v("query t sees keys 1 .. P + t: key 0 is skipped (the loop over keys starts at 1)",
-          lambda c, q, k, kc, vc: _attend(c, q, kc, vc, lambda P, t: 1, bound)),
+          lambda c, q, k, kc, vc: (q, kc, vc, lambda P, t: 1, bound)),
         v("the keys are read from the value cache: scores q . v, not q . k",
-          lambda c, q, k, kc, vc: _attend(c, q, vc, vc, zero, bound)),
+          lambda c, q, k, kc, vc: (q, vc, vc, zero, bound)),
         v("the values are read from the key cache: the weights multiply k, not v",
-          lambda c, q, k, kc, vc: _attend(c, q, kc, kc, zero, bound)),
+          lambda c, q, k, kc, vc: (q, kc, kc, zero, bound)),
         v("keys and values exchanged: scores from the value cache, weights on the key cache",
-          lambda c, q, k, kc, vc: _attend(c, q, vc, kc, zero, bound)),
+          lambda c, q, k, kc, vc: (q, vc, kc, zero, bound)),
         v("the new keys k are read as the queries: scores k . keys, not q . keys (k and q exchanged)",
-          lambda c, q, k, kc, vc: _attend(c, k, kc, vc, zero, bound)),
+          lambda c, q, k, kc, vc: (k, kc, vc, zero, bound)),
         v("the queries are read where the new keys belong: the scores of the new positions are q . q",
           queries_stored),
         v("every head reads head 0's caches (of its sequence): the head's offset is missing from the cache's "
-          "index, (b * H + h) * N", lambda c, q, k, kc, vc: _attend(c, q, np.repeat(kc[:, :1], c[2], 1),
-                                                                    np.repeat(vc[:, :1], c[2], 1), zero, bound)),
+          "index, (b * H + h) * N",
+          lambda c, q, k, kc, vc: (q, np.repeat(kc[:, :1], c[2], 1), np.repeat(vc[:, :1], c[2], 1), zero, bound)),
         v("every sequence reads sequence 0's caches: b is missing from the cache's index, (b * H + h) * N",
-          lambda c, q, k, kc, vc: _attend(c, q, np.repeat(kc[:1], c[1], 0), np.repeat(vc[:1], c[1], 0), zero,
-                                          bound)),
+          lambda c, q, k, kc, vc: (q, np.repeat(kc[:1], c[1], 0), np.repeat(vc[:1], c[1], 0), zero, bound)),
         *(v(f"the caches are read as if a head held {said} positions, not N: head (b, h)'s key j at ((b * H + h) * "
             f"{said} + j) * D; the caches' own length N = n_positions sets a head's stride",
-            lambda c, q, k, kc, vc, length=length: _attend(c, q, strided(c, kc, length(c)), strided(c, vc, length(c)),
-                                                           zero, bound))
+            lambda c, q, k, kc, vc, length=length: (q, strided(c, kc, length(c)), strided(c, vc, length(c)), zero,
+                                                    bound))
           for said, length in (("P + T", lambda c: c[4] + c[3]), ("T", lambda c: c[3]), ("P", lambda c: c[4]),
                                ("D", lambda c: c[5]))),
     ]
@@ -322,9 +307,9 @@ def computed_as(inputs: dict, results: dict, wants: dict) -> Variant | None:
     return first_variant(names, {name: results[name][0] for name in names}, variants(inputs, wants), KERNEL, AXES)
 
 
-def where_off(inputs: dict, results: dict, wants: dict) -> str | None:
-    """Which queries are off in the first run, read by OFF, or None."""
-    rows = rows_of(inputs, results, wants)
+def where_off(rows: Rows) -> str | None:
+    """Which queries are off (rows_of's), read by OFF, or None; a query that sees one key is right whatever the
+    softmax does, so it is left out."""
     return read(rows, rows.off, OFF, care=rows.features["keys"] > 1)
 
 
@@ -339,7 +324,7 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
         return [scaled(c, kernel_cases()[0][5])], UNSCALED if abs(c - 1) < 1e-3 else None
     if (per_case := _scale_per_case(inputs, results, wants)) is not None:
         return [per_case], None
-    rows = rows_of(inputs, results, wants)
+    rows = rows_of(results, wants)
     lines = nonfinite(rows)
     off = rows.off & ~rows.nonfinite
     c = factors(rows)[off]
@@ -351,7 +336,7 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
     elif len(c) and np.isfinite(c).all():
         lines.append(f"every off query's output is its right output times {c[0]:.4g}: a factor on the output, not "
                      "on the scores (a scale applied to acc or to the result, or a division by the wrong sum)")
-    if (said := read(rows, rows.off, OFF, care=rows.features["keys"] > 1)) is not None:
+    if (said := where_off(rows)) is not None:
         lines.append(said)
     if (said := lanes(rows, "off only on lanes {lanes} of each query's D = {C} values, the others right: the loop "
                       "over D in vectors (its last vector, or its start) when the output or acc is written")):

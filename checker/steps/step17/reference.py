@@ -6,6 +6,8 @@ the sizes a learner may choose).
     case_arrays(case, seed, dtype)   q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] of dtype (P positions
                                      filled)
     expected(q, k, v, kc, vc, P)     the output [B, H, T, D] and the caches after the call
+    attend(q, kc, vc, P, lo, hi)     attention where query t sees keys lo(P, t) .. hi(P, t): the right one's
+                                     bounds (attention) and a mistake's
 """
 
 from __future__ import annotations
@@ -69,17 +71,25 @@ def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:
     return kc, vc
 
 
-def attention(q, kc, vc, P: int, *, offset: bool = True, scale: float | None = None) -> np.ndarray:
-    """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores q . k times
-    `scale` (by default 1 / sqrt(D)). The right output, and mistakes."""
+def attend(q, kc, vc, P: int, lo, hi, *, scale: float | None = None) -> np.ndarray:
+    """Attention in float64 where query t (position P + t) sees keys lo(P, t) .. hi(P, t) of kc and vc
+    [B, H, >= P + T, D], scores q . k times `scale` (by default 1 / sqrt(D)); NaN for a query that sees no
+    key. `attention` is its causal case; a kernel's mistakes move the bounds or exchange the inputs."""
     T, Dh = q.shape[2], q.shape[3]
     S = P + T
     s = q.astype(np.float64) @ kc[:, :, :S].astype(np.float64).swapaxes(-1, -2)
     s = s * (1 / np.sqrt(Dh) if scale is None else scale)
-    last = (P if offset else 0) + np.arange(T)
-    s = np.where(np.arange(S)[None, :] > last[:, None], -np.inf, s)
-    w = np.exp(s - s.max(-1, keepdims=True))
-    return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
+    j, t = np.arange(S)[None, :], np.arange(T)[:, None]
+    s = np.where((j >= lo(P, t)) & (j <= hi(P, t)), s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return (w / w.sum(-1, keepdims=True)) @ vc[:, :, :S].astype(np.float64)
+
+
+def attention(q, kc, vc, P: int, *, offset: bool = True, scale: float | None = None) -> np.ndarray:
+    """Causal attention in float64: query t sees keys 0 .. P + t (`offset`; else 0 .. t), scores q . k times
+    `scale` (by default 1 / sqrt(D)). The right output, and mistakes."""
+    return attend(q, kc, vc, P, lambda P, t: 0, (lambda P, t: P + t) if offset else (lambda P, t: t), scale=scale)
 
 
 def expected(q, k, v, k_cache, v_cache, past) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
