@@ -436,6 +436,8 @@ def test_a_decode_time_faster_than_the_memory_is_too_fast_to_tell_and_gets_no_ra
     (lambda q, kc, vc, P: attention(q, kc, kc, P), "the values are read from the key cache"),
     (lambda q, kc, vc, P: attend(q, kc, vc, P, lambda P, t: P, lambda P, t: P + t), "the P cached positions are "
      "skipped"),
+    (lambda q, kc, vc, P: attend(q, kc, np.concatenate([vc[:, :, 1:], np.full_like(vc[:, :, :1], np.nan)], axis=2), P,
+                                 lambda P, t: 0, lambda P, t: P + t), "the values are read one position later"),
 ])
 def test_attention_with_its_inputs_exchanged_is_told_by_what_it_read(compute, words):
     """A kernel that computes attention from other inputs or bounds than GPT-2's, on every case, is told which."""

@@ -215,9 +215,13 @@ class Variant:
 
 def first_variant(names: list[str], got: dict[str, np.ndarray], variants: Iterable[Variant], tol: Tolerance,
                   axes: tuple[str, ...]) -> Variant | None:
-    """The first variant whose output equals the learner's on every case (NaN where it has NaN), or None."""
+    """The first variant whose output equals the learner's on every case (NaN where it has NaN), or None. A
+    variant that computes no finite value on any case tells nothing (it equals every output that is NaN
+    throughout) and is passed over."""
     for variant in variants:
-        if all(compare(got[name].astype(np.float64), np.asarray(variant.compute(name), np.float64), axes=axes,
-                       mistakes=[], tol=tol).ok for name in names):
+        outputs = {name: np.asarray(variant.compute(name), np.float64) for name in names}
+        if any(np.isfinite(out).any() for out in outputs.values()) and all(
+                compare(got[name].astype(np.float64), outputs[name], axes=axes, mistakes=[], tol=tol).ok
+                for name in names):
             return variant
     return None

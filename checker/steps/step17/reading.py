@@ -189,6 +189,13 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
         at = ((np.arange(B * H)[:, None] * length + np.arange(P + T)[None, :])[..., None] * D + np.arange(D))
         return np.where(at < flat.size, flat[np.minimum(at, flat.size - 1)], np.nan).reshape(B, H, P + T, D)
 
+    def moved(c, d: int):
+        """A cache [B, H, N, D] whose position j holds position j + d (past either end: NaN, as the guard)."""
+        out = np.full(c.shape, np.nan)
+        N = c.shape[2]
+        out[:, :, max(-d, 0):N - max(d, 0)] = c[:, :, max(d, 0):N - max(-d, 0)]
+        return out
+
     def queries_stored(case, q, k, kc, vc):
         P, T = case[4], case[3]
         kq = kc.copy()
@@ -223,6 +230,11 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
           lambda c, q, k, kc, vc: (q, np.repeat(kc[:, :1], c[2], 1), np.repeat(vc[:, :1], c[2], 1), zero, bound)),
         v("every sequence reads sequence 0's caches: b is missing from the cache's index, (b * H + h) * N",
           lambda c, q, k, kc, vc: (q, np.repeat(kc[:1], c[1], 0), np.repeat(vc[:1], c[1], 0), zero, bound)),
+        *(v(f"the {which} are read one position {way}: key j's {which[:-1]} at position j {sign} 1 of the cache, "
+            "the index into it one off",
+            lambda c, q, k, kc, vc, which=which, d=d: (q, moved(kc, d), vc, zero, bound) if which == "keys" else
+            (q, kc, moved(vc, d), zero, bound))
+          for which in ("keys", "values") for d, way, sign in ((1, "later", "+"), (-1, "earlier", "-"))),
         *(v(f"the caches are read as if a head held {said} positions, not N: head (b, h)'s key j at ((b * H + h) * "
             f"{said} + j) * D; the caches' own length N = n_positions sets a head's stride",
             lambda c, q, k, kc, vc, length=length: (q, strided(c, kc, length(c)), strided(c, vc, length(c)), zero,
