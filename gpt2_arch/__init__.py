@@ -5,8 +5,8 @@
 (`pixi run serve` runs it with the right flags.) MAX imports this package and reads
 `ARCHITECTURES`; a checkpoint whose config.json names `GPT2LMHeadModel` is then served by
 `GPT2PipelineModel`, which builds *your* model: step 11's GPT2LMHeadModel, loaded by your
-`load_hf_weights`, wrapped in step 14's GPT2Paged. Which step 14 file: `GPT2_STEP14`
-(a path; default steps/step_14.py).
+`load_hf_weights`, wrapped in step 14's GPT2Paged, or in step 18's GPT2PagedQ8 (your kernels) when
+the served file defines it. Which file: `GPT2_SERVED` (a path; default steps/step_14.py).
 
 What is here changes with MAX's releases, not with the model: the architecture's config
 (`arch.py`), the pipeline model and the graph's inputs (`model.py`).

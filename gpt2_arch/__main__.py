@@ -1,6 +1,7 @@
 """pixi run serve: your GPT-2 (steps/step_14.py and the steps it uses) behind `max serve`, on 127.0.0.1.
 
     pixi run serve                  your steps, on the real GPT-2 if downloaded, else the stand-in
+    pixi run serve --fast           steps/step_18.py: your paged FlashAttention and batched int8 products
     pixi run serve --solutions      the course's solutions
     pixi run serve --port 8000      a port of your choice (default: a free one)
 
@@ -22,10 +23,12 @@ from runtime.server import MODEL, Server, ServerError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pixi run serve", description=__doc__.splitlines()[0])
     parser.add_argument("--solutions", action="store_true", help="serve the course's solutions instead of your steps")
+    parser.add_argument("--fast", action="store_true", help="serve step 18 (your kernels) instead of step 14")
     parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args(argv)
     runtime.setup()
-    path = step_file("14", solution=args.solutions)
+    step = "18" if args.fast else "14"
+    path = step_file(step, solution=args.solutions)
     checkpoint = find_checkpoint()
     print(f"Weights: {checkpoint.describe()}")
     if checkpoint.kind in ("synthetic", "scale"):
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
     except ServerError as e:
         print(f"max serve of {shown(path)} did not start: {e}", file=sys.stderr)
-        print("Does pixi run s14 pass? It checks the same model, with messages that say what is wrong.",
+        print(f"Does pixi run s{step} pass? It checks the same model, with messages that say what is wrong.",
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -59,7 +59,7 @@ def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> lis
 
 def environment(step14: Path) -> dict[str, str]:
     # No metrics: MAX's metrics worker is a third process, ~15 s of each start on 2 cores, that nothing reads.
-    return {**os.environ, "GPT2_STEP14": str(step14), "HF_HUB_OFFLINE": "1", "MAX_SERVE_DISABLE_TELEMETRY": "1",
+    return {**os.environ, "GPT2_SERVED": str(step14), "HF_HUB_OFFLINE": "1", "MAX_SERVE_DISABLE_TELEMETRY": "1",
             "MAX_SERVE_METRIC_RECORDING_METHOD": "NOOP",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 

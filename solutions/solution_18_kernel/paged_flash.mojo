@@ -1,0 +1,219 @@
+"""Step 18 solution: causal attention for a ragged batch, its keys and values in MAX's paged cache.
+
+Shapes, with T = the new rows of the whole batch, B = requests, H = heads, D = head_dim = 64:
+
+    q, k, v        [T, H, D] float32   every request's new rows, end to end
+    blocks         [pages, 2, L, PAGE, H, D]   MAX's pool: page p, keys (0) or values (1), layer, slot
+    cache_lengths  [B] uint32          positions request b already has in its pages
+    lookup         [B, max_pages] uint32   request b's i-th page is blocks[lookup[b, i]]
+    offsets        [B + 1] uint32      request b owns rows offsets[b] .. offsets[b + 1] - 1
+    layer          [1] uint32          which layer's keys and values
+    result         [T, H, D] float32
+
+Row r of request b sits at position pos = cache_lengths[b] + (r - offsets[b]); position pos lives in
+page lookup[b, pos / PAGE], slot pos % PAGE. The rows' keys and values are first stored there (only
+positions at or after cache_lengths[b]: pages a request shares with another, a prefix both prompts
+begin with, hold positions before it and are read, never written), then row r attends to its
+request's positions 0 .. pos with step 17's online softmax, a page's keys at a time.
+
+The work: a task per (request, head, band of QROWS rows); a band's rows go one after another over the
+same keys. When every request has a single row (decode) and the B * H tasks leave threads idle, each
+head's keys are split too, every split keeping its own (m, l, acc), combined exactly at the end.
+"""
+
+import extensibility
+from extensibility import InputTensor, OutputTensor
+from extensibility import _MutableInputTensor as MutableInputTensor
+from max.algorithm import sync_parallelize
+from max.gpu.host import DeviceContext
+from std.math import exp, sqrt
+from std.memory import alloc
+from std.sys import simd_width_of
+from std.sys.info import num_logical_cores
+
+comptime W = simd_width_of[DType.float32]()  # floats per SIMD operation, as wide as this CPU's vectors
+comptime TILE = 64  # keys scored at once (never past a page's end)
+comptime QROWS = 8  # rows per task at prefill, one after another over the same keys
+comptime D = 64  # GPT-2's head_dim
+comptime DV = D // W
+comptime NEG_INF = Float32.MIN  # the running maximum before any key: exp(NEG_INF - m) is 0
+
+
+@extensibility.register("gpt2_paged_flash_attention")
+struct GPT2PagedFlashAttention:
+    """The custom op: every new row's attention over its own request's positions up to its own, the new
+    keys and values first stored into the request's pages."""
+
+    @staticmethod
+    def execute[
+        target: StaticString,
+    ](
+        result: OutputTensor[dtype=DType.float32, rank=3, ...],
+        q: InputTensor[dtype=DType.float32, rank=3, ...],
+        k: InputTensor[dtype=DType.float32, rank=3, ...],
+        v: InputTensor[dtype=DType.float32, rank=3, ...],
+        blocks: MutableInputTensor[rank=6, ...],  # float32 or float16
+        cache_lengths: InputTensor[dtype=DType.uint32, rank=1, ...],
+        lookup: InputTensor[dtype=DType.uint32, rank=2, ...],
+        offsets: InputTensor[dtype=DType.uint32, rank=1, ...],
+        layer: InputTensor[dtype=DType.uint32, rank=1, ...],
+        ctx: DeviceContext,
+    ) raises:
+        var T, H = q.dim_size(0), q.dim_size(1)
+        var B, MP = cache_lengths.dim_size(0), lookup.dim_size(1)
+        var NP, L, PAGE = blocks.dim_size(0), blocks.dim_size(2), blocks.dim_size(3)
+        if q.dim_size(2) != D or blocks.dim_size(5) != D:
+            raise Error("this kernel is GPT-2's: head_dim " + String(D))
+        if blocks.dim_size(4) != H:
+            raise Error("the cache holds " + String(blocks.dim_size(4)) + " heads, q " + String(H))
+        if offsets.dim_size(0) != B + 1:
+            raise Error("input_row_offsets has " + String(offsets.dim_size(0)) + " entries, not B + 1 = "
+                        + String(B + 1))
+        var lay = Int(layer.unsafe_ptr()[unsafe_offset=0])
+        if lay >= L:
+            raise Error("layer " + String(lay) + " of a cache of " + String(L))
+        var op, qp, kp, vp = result.unsafe_ptr(), q.unsafe_ptr(), k.unsafe_ptr(), v.unsafe_ptr()
+        var bp, cl, lk, off = blocks.unsafe_ptr(), cache_lengths.unsafe_ptr(), lookup.unsafe_ptr(), offsets.unsafe_ptr()
+        if Int(off[unsafe_offset=0]) != 0 or Int(off[unsafe_offset=B]) != T:
+            raise Error("input_row_offsets must run from 0 to the rows' count " + String(T))
+        var bands_before = alloc[Int](B + 1)  # tasks of requests 0 .. b - 1, per head: their bands
+        var row_request = alloc[Int](T)
+        bands_before[unsafe_offset=0] = 0
+        var all_single = True
+        for b in range(B):
+            var first, end = Int(off[unsafe_offset=b]), Int(off[unsafe_offset=b + 1])
+            if end < first:
+                raise Error("input_row_offsets must not decrease")
+            var last = Int(cl[unsafe_offset=b]) + end - first  # positions the request has after this call
+            if (last + PAGE - 1) // PAGE > MP:
+                raise Error("request " + String(b) + "'s " + String(last) + " positions need more pages than its table")
+            for i in range((last + PAGE - 1) // PAGE):
+                if Int(lk[unsafe_offset=b * MP + i]) >= NP:
+                    raise Error("request " + String(b) + "'s page table names a page past the pool")
+            for r in range(first, end):
+                row_request[unsafe_offset=r] = b
+            if end - first != 1:
+                all_single = False
+            bands_before[unsafe_offset=b + 1] = bands_before[unsafe_offset=b] + (end - first + QROWS - 1) // QROWS
+        var head_size = H * D  # floats of one position in a page
+        var part = PAGE * head_size  # floats of one layer's keys (or values) in one page
+
+        def slot(b: Int, pos: Int, kv: Int) {imm} -> Int:  # where position pos of request b starts, keys 0, values 1
+            var page = Int(lk[unsafe_offset=b * MP + pos // PAGE])
+            return ((page * 2 + kv) * L + lay) * part + (pos % PAGE) * head_size
+
+        var cores = num_logical_cores()
+        var row_runs = min(T, cores)
+        var rows_per_run = (T + row_runs - 1) // row_runs
+
+        def store(run: Int) {imm}:  # the new rows' keys and values, into their requests' pages
+            for r in range(run * rows_per_run, min((run + 1) * rows_per_run, T)):
+                var b = row_request[unsafe_offset=r]
+                var pos = Int(cl[unsafe_offset=b]) + r - Int(off[unsafe_offset=b])
+                var kto, vto = slot(b, pos, 0), slot(b, pos, 1)
+                for e in range(0, head_size, W):
+                    bp.unsafe_store(kto + e, kp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
+                    bp.unsafe_store(vto + e, vp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
+
+        sync_parallelize(store, row_runs)
+
+        var splits = 1
+        if all_single and B * H < cores:  # decode with threads to spare: each head's keys split too
+            splits = (cores + B * H - 1) // (B * H)
+        var parts = B * H * splits if splits > 1 else 1
+        var ms, ls, accs = alloc[Float32](parts), alloc[Float32](parts), alloc[Float32](parts * D)
+        var scale = Float32(1) / sqrt(Float32(D))
+
+        def task(n: Int) {imm}:  # n = (band task * H + h) * splits + split, band tasks counted over requests
+            var split = n % splits
+            var h = (n // splits) % H
+            var band_task = n // (splits * H)
+            var lo, hi = 0, B  # the request whose bands hold band_task: bands_before[b] <= band_task < [b + 1]
+            while hi - lo > 1:
+                var mid = (lo + hi) // 2
+                if bands_before[unsafe_offset=mid] <= band_task:
+                    lo = mid
+                else:
+                    hi = mid
+            var b = lo
+            var first_row = Int(off[unsafe_offset=b]) + (band_task - bands_before[unsafe_offset=b]) * QROWS
+            var end_row = min(first_row + QROWS, Int(off[unsafe_offset=b + 1]))
+            var cached = Int(cl[unsafe_offset=b]) - Int(off[unsafe_offset=b])  # row r sits at position cached + r
+            var s = alloc[Float32](TILE)
+            for r in range(first_row, end_row):
+                var S = cached + r + 1  # the keys row r sees: 0 .. its own position
+                var per_split = (S + splits - 1) // splits
+                var j0, limit = split * per_split, min(S, (split + 1) * per_split)
+                var qv = Array[SIMD[DType.float32, W], DV](fill=0)
+                var acc = Array[SIMD[DType.float32, W], DV](fill=0)
+                comptime for e in range(DV):
+                    qv[e] = qp.unsafe_load[width=W]((r * H + h) * D + e * W) * scale
+                var m, l = NEG_INF, Float32(0)
+                while j0 < limit:
+                    var count = min(TILE, PAGE - j0 % PAGE, limit - j0)  # a tile never crosses a page
+                    var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D
+                    var tile_max = NEG_INF
+                    for j in range(count):  # the scores: q . k / sqrt(D)
+                        var dot = SIMD[DType.float32, W](0)
+                        comptime for e in range(DV):
+                            dot = qv[e].fma(bp.unsafe_load[width=W](keys + j * head_size + e * W).cast[DType.float32](), dot)
+                        var score = dot.reduce_add()
+                        s[unsafe_offset=j] = score
+                        tile_max = max(tile_max, score)
+                    var new_m = max(m, tile_max)
+                    var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled
+                    l = l * factor
+                    comptime for e in range(DV):
+                        acc[e] = acc[e] * factor
+                    for j in range(count):
+                        var p = exp(s[unsafe_offset=j] - new_m)
+                        l += p
+                        comptime for e in range(DV):
+                            var vv = bp.unsafe_load[width=W](values + j * head_size + e * W).cast[DType.float32]()
+                            acc[e] = vv.fma(SIMD[DType.float32, W](p), acc[e])
+                    m = new_m
+                    j0 += count
+                if splits == 1:
+                    comptime for e in range(DV):
+                        op.unsafe_store((r * H + h) * D + e * W, acc[e] / l)
+                else:  # decode: one row per request, so row r is request b's only one
+                    var at = (b * H + h) * splits + split
+                    ms[unsafe_offset=at] = m
+                    ls[unsafe_offset=at] = l
+                    comptime for e in range(DV):
+                        accs.unsafe_store(at * D + e * W, acc[e])
+            s.unsafe_free()
+
+        var tasks = bands_before[unsafe_offset=B] * H * splits
+        var runs = min(tasks, cores) if all_single else tasks  # decode: cheap tasks, dealt in runs
+        var per_run = (tasks + runs - 1) // runs
+
+        def run(i: Int) {imm}:
+            for n in range(i * per_run, min((i + 1) * per_run, tasks)):
+                task(n)
+
+        if tasks > 0:
+            sync_parallelize(run, runs)
+
+        def combine(i: Int) {imm}:  # head i = b * H + h: its splits' (m, l, acc), exactly
+            var top = NEG_INF
+            for sp in range(splits):
+                top = max(top, ms[unsafe_offset=i * splits + sp])
+            var total: Float32 = 0
+            var sum = Array[SIMD[DType.float32, W], DV](fill=0)
+            for sp in range(splits):
+                var at = i * splits + sp
+                var weight = exp(ms[unsafe_offset=at] - top)  # 0 for a split with no keys
+                total += ls[unsafe_offset=at] * weight
+                comptime for e in range(DV):
+                    sum[e] = accs.unsafe_load[width=W](at * D + e * W).fma(SIMD[DType.float32, W](weight), sum[e])
+            comptime for e in range(DV):
+                op.unsafe_store(i * D + e * W, sum[e] / total)  # row b is request b's: [T, H, D] = [B, H, D]
+
+        if splits > 1:
+            sync_parallelize(combine, B * H)
+        bands_before.unsafe_free()
+        row_request.unsafe_free()
+        ms.unsafe_free()
+        ls.unsafe_free()
+        accs.unsafe_free()
