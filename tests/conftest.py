@@ -301,7 +301,7 @@ def solution_source(step: str) -> str:
 
 
 # Steps with a Mojo kernel: its file in solution_NN_kernel/.
-KERNELS = {"15": "matvec.mojo", "16": "matvec_q8.mojo", "17": "flash.mojo"}
+KERNELS = {"15": "matvec.mojo", "16": "matvec_q8.mojo", "17": "flash.mojo", "18": "paged_flash.mojo"}
 
 
 def add_kernel(path: Path, step: str) -> None:

@@ -28,10 +28,10 @@ def _in_mojo(step: str, mistake: str) -> bool:
 # heavy tier for CI's time. CI still names every one of them from its outputs, through the same judge
 # (tests/test_step16.py, tests/test_step17.py), and step 15's kernel mistakes and each step's first run as
 # Mojo in the slow tier.
-_HEAVY_MOJO = {mistake for later in ("16", "17")
+_HEAVY_MOJO = {mistake for later in ("16", "17", "18")
                for mistake in [m for step, m, _ in CASES if step == later and _in_mojo(step, m)][1:]}
 PARAMS = [pytest.param(*case, id=f"{case[0]}-{case[1]}-{case[2]}",
-                       marks=[pytest.mark.heavy] if case[0] in ("16", "17") and case[1] in _HEAVY_MOJO else [])
+                       marks=[pytest.mark.heavy] if case[0] in ("16", "17", "18") and case[1] in _HEAVY_MOJO else [])
           for case in CASES]
 
 

@@ -89,18 +89,19 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
 
 def run_kernel(path: Path, function: str, arrays: dict[str, list[np.ndarray]], *, timeout: float,
                writes: tuple[int, ...] = (), indices: str, about: dict[str, str] | None = None,
-               ) -> dict[str, np.ndarray]:
+               compiled: bool = False) -> dict[str, np.ndarray]:
     """The learner's `function` (from step file `path`) on each case's inputs `arrays[name]`, REPEATS times,
     in a child process, each input GUARDed, a fresh copy of each input a run: {name: [R, ...]} its output in
     each run, and {"name#i": [R, ...]} input i after each run for each i in `writes` (a kernel that writes
-    into an input: step 17's caches). Raises LearnerError for what stopped it: a compile error, an exception,
-    a crash (`indices` says which indices to check), the time limit."""
+    into an input: step 17's caches). `compiled`: the function is step 18's paged attention, called inside a
+    graph built around the case's pool (checker.running.paged_graph). Raises LearnerError for what stopped
+    it: a compile error, an exception, a crash (`indices` says which indices to check), the time limit."""
     with tempfile.TemporaryDirectory() as tmp:
         spec, inputs, out = Path(tmp) / "spec.json", Path(tmp) / "inputs.npz", Path(tmp) / "out.npz"
         np.savez(inputs, **{f"{name}#{i}": a for name, args in arrays.items() for i, a in enumerate(args)})
         spec.write_text(json.dumps({"path": str(path), "function": function, "cases": list(arrays),
                                     "inputs": str(inputs), "writes": list(writes), "repeats": REPEATS,
-                                    "about": about or {}}))
+                                    "about": about or {}, "compiled": compiled}))
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         try:
             done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
@@ -143,6 +144,10 @@ def _child(spec_file: str, out_file: str) -> int:
         kernel = getattr(step, function, None)
         if kernel is None:
             raise LearnerError(f"{Path(spec['path']).name} defines no {function}")
+        if spec["compiled"]:
+            from checker.running.paged_graph import paged
+
+            kernel = paged(kernel)
         results = {}
         with np.load(spec["inputs"]) as stored:
             cases = {name: [stored[f"{name}#{i}"] for i in range(sum(k.startswith(f"{name}#") for k in stored.files))]

@@ -25,16 +25,17 @@ CONCURRENT = 8
 TOP_LOGPROBS = 3
 
 
-def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int):
+def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int, model=None):
     """transformers' greedy ids, the argmax taken over the tokenizer's ids (max serve's sampler masks
     the logits past the tokenizer's size: the stand-ins' tokenizers are smaller than the model), up to
     `new_tokens` or an end-of-text token, where max serve stops; with each chosen id's log-probability
-    (log_softmax over the whole vocabulary, as max serve reports it)."""
+    (log_softmax over the whole vocabulary, as max serve reports it). `model`: transformers' model to run
+    (default: the checkpoint's own)."""
     import torch
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
-    model = hf_model(checkpoint, None)
+    model = hf_model(checkpoint, None) if model is None else model
     stops = {tokenizer.eos_token_id, checkpoint.config().get("eos_token_id")}  # max serve stops at either
     out, logprobs = [], []
     for prompt in prompts:
@@ -52,14 +53,14 @@ def greedy_reference(checkpoint: Checkpoint, prompts: list[str], new_tokens: int
     return out, logprobs
 
 
-def prompt_logprobs(checkpoint: Checkpoint, prompts: list[str]) -> list[np.ndarray]:
+def prompt_logprobs(checkpoint: Checkpoint, prompts: list[str], model=None) -> list[np.ndarray]:
     """Each prompt token's log-probability given the tokens before it (transformers' log_softmax), from
     the second token on: what `echo` with `logprobs` reports after its null for the first."""
     import torch
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
-    model = hf_model(checkpoint, None)
+    model = hf_model(checkpoint, None) if model is None else model
     out = []
     for prompt in prompts:
         ids = tokenizer(prompt)["input_ids"]
@@ -79,14 +80,15 @@ def _close_logprobs(got: list, want: list[np.ndarray]) -> tuple[bool, str]:
     return verdict.ok, verdict.summary
 
 
-def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
-    """Real requests against a running server: (what, ok, what came back) for each check."""
+def serving_checks(server, checkpoint: Checkpoint, model=None) -> list[tuple[str, bool, str]]:
+    """Real requests against a running server: (what, ok, what came back) for each check; `model`: transformers'
+    model the answers are held to (default: the checkpoint's own)."""
     from openai import APIStatusError
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client, model = server.client(), MODEL
-    expected, expected_lps = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS)
+    expected, expected_lps = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS, model)
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]  # as max serve shows them
 
     def complete(prompt: str, n: int = NEW_TOKENS) -> str:
@@ -113,7 +115,8 @@ def serving_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]
                                  f"{[alone[i] for i in crossed]}"))
     scored = [client.completions.create(model=model, prompt=p, max_tokens=0, echo=True, logprobs=1, temperature=0)
               .choices[0] for p in PROMPTS]
-    ok, said = _close_logprobs([c.logprobs.token_logprobs[1:] for c in scored], prompt_logprobs(checkpoint, PROMPTS))
+    ok, said = _close_logprobs([c.logprobs.token_logprobs[1:] for c in scored],
+                               prompt_logprobs(checkpoint, PROMPTS, model))
     ok = ok and all(c.text == p and c.logprobs.token_logprobs[0] is None for c, p in zip(scored, PROMPTS))
     results.append(("the log-probability of every prompt token (echo, max_tokens 0, logprobs 1: how evaluation "
                     "harnesses score text) equals transformers' log_softmax", ok, said))
@@ -147,10 +150,11 @@ def _message(e) -> str:
     return str(e)[:200]
 
 
-def served_part(path: Path, checkpoint: Checkpoint) -> Part:
+def served_part(path: Path, checkpoint: Checkpoint, checks=serving_checks) -> Part:
+    """The served part: `checks(server, checkpoint)` against a max serve of the file at `path`."""
     try:
         with Server(path, checkpoint.path) as server:
-            results = serving_checks(server, checkpoint)
+            results = checks(server, checkpoint)
             started = server.started_in
     except ServerError as e:
         return Part("served", FAIL, "max serve of your model did not start", str(e).splitlines()[-12:])
@@ -159,7 +163,7 @@ def served_part(path: Path, checkpoint: Checkpoint) -> Part:
     failed = [f"{what}: {said}" for what, ok, said in results if not ok]
     summary = f"{len(results) - len(failed)} of {len(results)} serving checks pass (server ready in {started:.0f} s)"
     details = [f"{'ok  ' if ok else 'FAIL'} {what}" for what, ok, _ in results] + failed
-    if not results[0][1]:  # the paged part passed: what the server runs besides is every block, loaded
+    if checks is serving_checks and not results[0][1]:  # the paged part passed: the server runs every block
         details.append(f"the paged part above passed with {PAGED_LAYERS} blocks, and the server runs all "
                        f"{checkpoint.config()['n_layer']}: look at what changes with the block (its layer_idx, an "
                        "index or a loop over blocks) and at how every block's weights are loaded")

@@ -1,0 +1,49 @@
+"""Step 18: the learner's paged FlashAttention and batched int8 products, and the GPT-2 they serve to many users.
+
+Parts:
+
+  earlier steps  the steps this file uses pass their own checks
+  attention      the learner's paged_flash_attention (their Mojo, in a child process, inside a graph built around
+                 each case's own pool: checker.running.paged_graph) on ragged paged batches, three runs each,
+                 against numpy in float64: every row's output, and the pool it leaves (the new keys and values at
+                 their positions, nothing else touched: not another layer, not a shared prefix's pages)
+  products       matmul_q8 on M = 1 .. 64 rows of GPT-2's shapes, against x @ dequantize(q, scales).T + b
+  served         GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`pixi run serve --fast`): 16 concurrent
+                 requests of different lengths, each transformers' greedy ids on the same dequantised weights,
+                 then step 14's serving checks (streaming, echo with logprobs, refusals) against that model
+
+A mistake is named only when the learner's output and pool equal what it computes on every case (see
+checker.steps.step18.mistakes); otherwise what the off rows share is said (checker.steps.step18.reading).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checker.harness.runner import StepRun
+from checker.reporting.report import PASS, Report
+from checker.running.mojo import REPEATS
+from checker.steps.step14.check import serving_enabled
+from checker.steps.step18.kernel import attention_part, products_part
+from checker.steps.step18.reference import KERNEL, kernel_cases, product_cases
+from checker.steps.step18.served import CONCURRENT, fast_served_part
+from runtime.checkpoints import Checkpoint
+
+FUNCTIONS = ("paged_flash_attention", "matmul_q8", "GPT2PagedQ8")
+PARTS = ["earlier steps", "attention", "products", "served"]
+
+
+def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Report:
+    serve = serving_enabled()
+    run = StepRun("18", "serving many users on your own kernels", path, checkpoint,
+                  f"{len(kernel_cases())} ragged paged batches and {len(product_cases())} int8 products, {REPEATS} "
+                  f"runs each, {KERNEL}" + (f"; then a real max serve, {CONCURRENT} requests at once" if serve else
+                                            "; no server (GPT2_CHECK_SERVE=0)"),
+                  PARTS if serve else PARTS[:-1], timeout=timeout)
+    if run.import_functions(FUNCTIONS, checkpoint) is None:
+        return run.finish("needs " + ", ".join(FUNCTIONS))
+    attention_part(run, path)
+    products_part(run, path)
+    if serve and all(p.status == PASS for p in run.report.parts):
+        run.add(fast_served_part(path, checkpoint))
+    return run.finish("runs once the kernels pass")

@@ -1,0 +1,165 @@
+"""Step 18's kernel parts: the learner's two ops in a child process, three runs each, against numpy in float64.
+
+    attention_part   paged_flash_attention on kernel_cases (a graph built around each case's own pool:
+                     checker.running.paged_graph): the output of every row, and the pool it leaves (the new rows'
+                     keys and values at their positions, nothing else touched)
+    products_part    matmul_q8 on product_cases: x [M, K] @ dequantize(q, scales).T + b
+
+A mistake is named when what it computes equals the learner's output and pool on every case; otherwise the
+failing cases are read by what they share (checker.steps.step18.reading).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from checker.diagnosis.reading import Rows, Rule, read
+from checker.harness.runner import StepRun
+from checker.reporting.compare import compare
+from checker.reporting.report import FAIL, PASS, Part
+from checker.running.mojo import REPEATS, run_kernel
+from checker.steps.step18.mistakes import CATALOGUE
+from checker.steps.step18.reading import AXES, pool_problems, readings
+from checker.steps.step18.reference import KERNEL, PRODUCT, case_arrays, expected, kernel_cases, product_cases
+from runtime.learner import LearnerError
+from runtime.quantize import dequantize, quantize
+
+SEED = 18
+INDICES = ("q, k, v [T, H, D] below T * H * D; the pool blocks [pages, 2, L, PAGE, H, D], position p of request b in "
+           "page lookup_table[b, p / PAGE] (below pages), slot p % PAGE; lookup_table [B, max_pages]; "
+           "input_row_offsets [B + 1]")
+PRODUCT_INDICES = "rows of q below N, columns below K, scales' index below N * KB (KB = ceil(K / 32)), y's below M * N"
+
+
+def arrays() -> dict[str, list[np.ndarray]]:
+    return {case.name: case_arrays(case, SEED) for case in kernel_cases()}
+
+
+def attention_part(run: StepRun, path: Path) -> Part:
+    print("(building your Mojo kernels and running them in a separate process: about a minute after a change on 2 "
+          "cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    inputs = arrays()
+    about = {case.name: f"{case.name} (rows {list(case.new)}, cached {list(case.cached)}, pages of {case.page})"
+             for case in kernel_cases()}
+    try:
+        results = run_kernel(path, "paged_flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3,),
+                             indices=INDICES, about=about, compiled=True)
+    except LearnerError as e:
+        return run.add(Part.from_error("attention", e))
+    return run.add(judge(inputs, results))
+
+
+def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
+    """The attention part of `results` ({name: [R, T, H, D]}, {name#3: the pool after each run})."""
+    names = [case.name for case in kernel_cases()]
+    wants = {name: expected(*inputs[name]) for name in names}
+    raced = [name for name in names if any(not np.array_equal(r, results[key][0], equal_nan=True)
+                                           for key in (name, f"{name}#3") for r in results[key][1:])]
+    if raced:
+        return Part("attention", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
+                    ["two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the "
+                     "pool), or a task reads a key another has not stored yet: store every new key and value first, "
+                     "in a pass of their own, then attend; give each task its own outputs"])
+    pools = {name: pool_problems(inputs[name], results[f"{name}#3"][0], wants[name][1]) for name in names}
+    verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[], tol=KERNEL)
+                for name in names}
+    failing = [name for name in names if not verdicts[name].ok or pools[name]]
+    if not failing:
+        worst = max(v.margin or 0.0 for v in verdicts.values())
+        return Part("attention", PASS, f"{len(names)} ragged paged batches, {REPEATS} runs each, the same every run, "
+                    f"the pool written at the new positions and nowhere else; worst {worst:.2f} of allowed ({KERNEL})",
+                    margin=worst)
+    if (named := _named(inputs, results)) is not None:
+        return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", [named.says], named,
+                    verdicts[failing[0]].margin)
+    first = failing[0]
+    details = [f"{first}: {line}" for line in pools[first]]
+    if not any(pools.values()):
+        details += readings(inputs, results, {name: wants[name] for name in names})
+    details += [f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
+    if verdicts[first].ok is False:
+        details += [f"{first}: {verdicts[first].summary}", *(f"  {d}" for d in verdicts[first].details)]
+    if len(failing) > 1:
+        details.append(f"also off: {'; '.join(failing[1:])}")
+    return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", details, None,
+                verdicts[first].margin)
+
+
+def _named(inputs: dict, results: dict):
+    """The catalogued mistake whose output and pool equal the learner's on every case, or None."""
+    names = [case.name for case in kernel_cases()]
+    for mistake in CATALOGUE:
+        def matches(name):
+            out, pool = mistake.compute(*inputs[name])
+            return np.array_equal(results[f"{name}#3"][0], pool) and compare(
+                results[name][0].astype(np.float64), np.asarray(out, np.float64), axes=AXES, mistakes=[],
+                tol=KERNEL).ok
+        if all(matches(name) for name in names):
+            return mistake
+    return None
+
+
+def product_arrays() -> dict[str, list[np.ndarray]]:
+    """Each product case's x [M, K], q [N, K] int8, scales [N, KB], b [N]."""
+    out = {}
+    for name, M, K, N in product_cases():
+        rng = np.random.default_rng([SEED, M, K, N])
+        q, scales = quantize(rng.standard_normal((N, K), dtype=np.float32))
+        out[name] = [rng.standard_normal((M, K), dtype=np.float32), q, scales, rng.standard_normal(N, dtype=np.float32)]
+    return out
+
+
+PRODUCT_RULES = [
+    Rule(lambda f: f["m"] >= 4 * (f["M"] // 4), "off exactly on the last M % 4 rows of x: the rows left after the "
+         "last whole group of rows (a kernel that takes rows of x in groups)"),
+    Rule(lambda f: f["n"] >= 4 * (f["N"] // 4), "off exactly on the last N % 4 outputs of each row: the rows of q "
+         "left after the last whole group (a kernel that takes rows of q in groups)"),
+    Rule(lambda f: f["M"] > 1, "off exactly on the products of more than one row of x, M = 1 right: which row of x "
+         "an output reads (x[m, k] at m * K + k) and where it is written (y[m, n] at m * N + n)"),
+    Rule(lambda f: f["K"] % 32 != 0, "off exactly where K is no multiple of 32: the last block's K % 32 columns and "
+         "its own scale"),
+    Rule(lambda f: f["m"] > 0, "off exactly on every row of x but the first: x's row m starts at m * K"),
+]
+
+
+def products_part(run: StepRun, path: Path) -> Part:
+    inputs = product_arrays()
+    about = {name: f"{name} (x [{M}, {K}], q [{N}, {K}])" for name, M, K, N in product_cases()}
+    try:
+        results = run_kernel(path, "matmul_q8", inputs, timeout=max(run.timeout, 300), indices=PRODUCT_INDICES,
+                             about=about)
+    except LearnerError as e:
+        return run.add(Part.from_error("products", e))
+    return run.add(judge_products(inputs, results))
+
+
+def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
+    names = [name for name, *_ in product_cases()]
+    wants = {name: _product(*inputs[name]) for name in names}
+    raced = [name for name in names if any(not np.array_equal(r, results[name][0], equal_nan=True)
+                                           for r in results[name][1:])]
+    if raced:
+        return Part("products", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
+                    ["two tasks write (or add into) the same output y[m, n] at once: give each task its own outputs"])
+    verdicts = {name: compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
+                              mistakes=[], tol=PRODUCT) for name in names}
+    failing = [name for name in names if not verdicts[name].ok]
+    if not failing:
+        worst = max(v.margin or 0.0 for v in verdicts.values())
+        return Part("products", PASS, f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} "
+                    f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst)
+    rows = Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
+                     {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
+                    for name, M, K, N in product_cases()], PRODUCT)
+    first = verdicts[failing[0]]
+    details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
+    details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
+                f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
+    return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
+
+
+def _product(x, q, scales, b) -> np.ndarray:
+    return x.astype(np.float64) @ dequantize(q, scales).astype(np.float64).T + b

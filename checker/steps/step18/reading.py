@@ -1,0 +1,172 @@
+"""Step 18's paged attention read from what it computed and the pool it left, when no catalogued mistake explains
+it (checker.diagnosis.reading does the reading):
+
+    pool_problems(inputs, got, want)   what the stores did wrong, read from the pool: the wrong layer, keys and
+                                       values exchanged, a page no new row of the request belongs to (a shared
+                                       prefix's, another request's, a spare one), the cached positions written
+                                       over, new positions left unwritten
+    readings(inputs, results, wants)   the lines for a failing output: the reference with its inputs exchanged
+                                       when one computes every case, else which rows are off, read by their
+                                       features, and where NaN appears
+
+A row is one head of one new row of one case: request b's row at position p, which sees positions 0 .. p of b's
+pages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read
+from checker.reporting.compare import ranges
+from checker.steps.step18.reference import KERNEL, attend, kernel_cases, positions, stored
+
+AXES = ("row", "head", "")
+
+
+def _features(case, arrays) -> dict[str, np.ndarray]:
+    """Each (row, head)'s features, in the output's order [T, H]."""
+    cache_lengths, offsets = arrays[4], arrays[6]
+    request, position = positions(offsets, cache_lengths)
+    lengths = np.diff(offsets.astype(np.int64))[request]
+    index = np.arange(len(request)) - offsets[request].astype(np.int64)
+    per_row = {"request": request, "position": position, "index": index, "decode": lengths == 1,
+               "last": index == lengths - 1, "cached": cache_lengths[request].astype(np.int64),
+               "later_pages": position >= case.page}
+    features = {key: np.repeat(value, case.heads) for key, value in per_row.items()}
+    return {**features, "head": np.tile(np.arange(case.heads), len(request)), "page": case.page,
+            "batch": len(cache_lengths), "heads": case.heads}
+
+
+OFF = [
+    Rule(lambda f: f["decode"], "off exactly on the decode rows (requests with one new row); every row of a chunk "
+         "is right: the code that runs only when every request has one row (the split of a head's keys across "
+         "threads and its combine), or a decode row's position or request"),
+    Rule(lambda f: ~f["decode"], "off exactly on the rows of chunks (requests with more than one new row), every "
+         "decode row right: a chunk's rows after its first (their positions, the keys of the same chunk they see, "
+         "the causal bound within it)"),
+    Rule(lambda f: f["index"] > 0, "off exactly on the rows after the first of each chunk: what differs between a "
+         "chunk's rows, their position cache_lengths[b] + (r - input_row_offsets[b]) and the bound of the keys "
+         "each sees (its own position)"),
+    Rule(lambda f: f["request"] > 0, "off exactly on every request after the batch's first, request 0 right: a "
+         "request's own row of the page table (lookup_table[b, ...]), its own cache length, or its rows' offsets"),
+    Rule(lambda f: f["cached"] > 0, "off exactly on the requests that have cached positions, those starting at 0 "
+         "right: the positions a request already has (cache_lengths[b]) in its rows' positions or its keys"),
+    Rule(lambda f: f["later_pages"], "off exactly on the rows at positions past their request's first page: the "
+         "page of position p, lookup_table[b, p / PAGE], and the slot within it, p % PAGE"),
+    Rule(lambda f: f["last"] & ~f["decode"], "off exactly on each chunk's last row: the end of a request's rows "
+         "(input_row_offsets[b + 1], one past its last)"),
+    Rule(lambda f: f["batch"] > 1, "off exactly on the batches of more than one request, every single request "
+         "right: how a row finds its request (input_row_offsets) and that request's page-table row"),
+    Above("position", "off exactly on the rows at positions above {k}, every row at or below {k} right",
+          "right on every row at a position up to {k}; {off} of the {above} rows above {k} off"),
+    Rule(lambda f: f["head"] > 0, "off exactly on every head but the first, head 0 right: a head's place in a "
+         "position's H x D values, (slot x H + h) x D, in q, k, v and the output as (r x H + h) x D"),
+    Above("heads", "off exactly on the cases of more than {k} heads: a head's place in a position's H x D values, "
+          "(slot x H + h) x D"),
+]
+
+
+def rows_of(inputs: dict, results: dict, wants: dict) -> Rows:
+    """Every case's (row, head) pairs, the learner's first run against the reference: D values each."""
+    cases = [(case.name, results[case.name][0].reshape(-1, results[case.name][0].shape[-1]),
+              wants[case.name][0].reshape(-1, wants[case.name][0].shape[-1]), _features(case, inputs[case.name]))
+             for case in kernel_cases()]
+    return Rows.of(cases, KERNEL)
+
+
+def variants(inputs: dict) -> list[Variant]:
+    """The reference with its inputs exchanged, each as the kernel would then compute it (stores included)."""
+    def v(says, **changed):
+        def compute(name):
+            q, k, v_, blocks, cl, lookup, offsets, layer = inputs[name]
+            args = {"q": q, "k": k, "v": v_, "cl": cl, "lookup": lookup, "layer": int(layer[0])}
+            args.update({key: f(args) for key, f in changed.items()})
+            after = stored(args["k"], args["v"], blocks, args["cl"], args["lookup"], offsets, args["layer"])
+            read_layer = args.get("read_layer", args["layer"])
+            lo, hi = args.get("bound", (lambda p, end: 0, lambda p, end: p + 1))
+            return attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
+                          scale=args.get("scale"))
+        return Variant(says, compute)
+
+    return [
+        v("the new rows' keys were stored as values and their values as keys", k=lambda a: a["v"], v=lambda a: a["k"]),
+        v("k was stored for the values too", v=lambda a: a["k"]),
+        v("layer 0's keys and values were read, not the layer asked for (the stores right)", read_layer=lambda a: 0),
+        v("q was stored as the keys", k=lambda a: a["q"]),
+        v("each row sees positions 0 .. p - 1, not its own: the bound one short",
+          bound=lambda a: (lambda p, end: 0, lambda p, end: p)),
+        v("each row sees positions 0 .. p + 1: the bound one past its own",
+          bound=lambda a: (lambda p, end: 0, lambda p, end: p + 2)),
+        v("the scores were not scaled: q . k, not q . k / sqrt(D)", scale=lambda a: 1.0),
+        v("the scores were scaled by 1 / D, not 1 / sqrt(D)", scale=lambda a: 1 / 64),
+        v("the scores were scaled by 1 / sqrt(H x D), the model's width, not the head's D",
+          scale=lambda a: 1 / np.sqrt(a["q"].shape[1] * 64)),
+    ]
+
+
+def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> list[str]:
+    """What is wrong with the pool the kernel left on one case (its first run), read by where it differs: [] when
+    it equals `want`."""
+    if np.array_equal(got, want):
+        return []
+    q, k, v, blocks, cl, lookup, offsets, layer = inputs
+    P, lay = blocks.shape[3], int(layer[0])
+    if np.array_equal(got, blocks):
+        return ["the pool is as it was before the call: the new rows' keys and values were not stored"]
+    lines = []
+    differs = np.any(got != want, axis=(4, 5))  # [pages, 2, L, PAGE]
+    if np.delete(differs, lay, axis=2).any():
+        lines.append(f"another layer's keys or values changed: the call stores into layer {lay} (blocks[page, 0 or 1, "
+                     "layer, slot]) and no other")
+    request, position = positions(offsets, cl)
+    page = lookup[request, position // P].astype(np.int64)
+    keys, values = got[page, 0, lay, position % P], got[page, 1, lay, position % P]  # [T, H, D] where they belong
+    if len(request) and np.array_equal(keys, v) and np.array_equal(values, k) and not np.array_equal(k, v):
+        lines.append("the keys half of the pool (blocks[page, 0, ...]) holds the new rows' values and the values half "
+                     "their keys: the stores into index 0 and 1 read v and k the other way round")
+    owner = {}  # (page, slot) -> (request, position): the position each slot of the batch's pages holds
+    for b in range(len(cl)):
+        for p in range(int(cl[b]) + int(offsets[b + 1] - offsets[b])):
+            owner.setdefault((int(lookup[b, p // P]), p % P), (b, p))
+    wrong = [(int(pg), int(s)) for pg, s in np.argwhere(differs[:, :, lay].any(axis=1))]
+    cached = sorted({owner[at] for at in wrong if at in owner and owner[at][1] < int(cl[owner[at][0]])})
+    if cached:
+        said = "; ".join(f"request {b} position {p}" for b, p in cached[:6]) + (", ..." if len(cached) > 6 else "")
+        lines.append(f"cached positions were written over ({said}): a request's new rows go at positions "
+                     "cache_lengths[b] and after, never before (those may sit in pages another request shares)")
+    foreign = sorted({pg for pg, s in wrong if (pg, s) not in owner})
+    if foreign:
+        lines.append(f"slots where no request of the batch has a position were written (pages {ranges(foreign)} of the "
+                     "pool): a page or slot computed otherwise than lookup_table[b, p / PAGE] and p % PAGE")
+    before = blocks[page, 0, lay, position % P]
+    unwritten = [(int(request[r]), int(position[r])) for r in range(len(request))
+                 if not np.array_equal(keys[r], k[r]) and np.array_equal(keys[r], before[r])]
+    if unwritten:
+        said = "; ".join(f"request {b} position {p}" for b, p in unwritten[:6])
+        lines.append(f"new positions left as they were: {said}{', ...' if len(unwritten) > 6 else ''}")
+    return lines or [f"the pool differs from what the call must leave at {int(differs.sum())} slots"]
+
+
+def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
+    """What the learner's output is, read from it: a variant that computes every case alone; else which rows are
+    off by what they share, a factor per row, and where NaN appears."""
+    names = [case.name for case in kernel_cases()]
+    got = {name: results[name][0] for name in names}
+    if (variant := first_variant(names, got, variants(inputs), KERNEL, AXES)) is not None:
+        return [f"your output is attention computed as if {variant.says}, on every case"]
+    rows = rows_of(inputs, results, wants)
+    lines = []
+    if rows.nonfinite.any():
+        said = read(rows, rows.nonfinite, OFF)
+        lines.append(f"NaN or inf in your output: {said}" if said else
+                     f"NaN or inf in your output on {int(rows.nonfinite.sum())} of {len(rows.nonfinite)} rows: a row "
+                     "that sees no key (0 / 0), or a read past a tensor's end (each input is surrounded by NaN)")
+    off = rows.off & ~rows.nonfinite
+    c = factors(rows)[off]
+    if len(c) and np.isfinite(c).all():
+        lines.append(f"each off row's output is its right output times a number ({c.min():.3g} .. {c.max():.3g}): "
+                     "its weights do not sum to 1 (the sum l, its rescaling, or the division at the end)")
+    if (said := read(rows, rows.off, OFF, care=rows.features["position"] > 0)) is not None:  # one key: any weights
+        lines.append(said)
+    return lines

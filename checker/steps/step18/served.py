@@ -1,0 +1,49 @@
+"""Step 18's served part: the learner's GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`serve --fast`), held
+to transformers on the same dequantised weights: CONCURRENT requests of different lengths at once, each token
+for token, then step 14's serving checks (streaming, echo with logprobs, generated logprobs, refusals).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from checker.reporting.report import Part
+from checker.steps.step14.served import NEW_TOKENS, PROMPTS, greedy_reference, served_part, serving_checks
+from checker.steps.step16.decode import hf_with
+from runtime.checkpoints import Checkpoint
+from runtime.server import MODEL, same_text
+
+CONCURRENT = 16
+
+
+def prompts() -> list[str]:
+    """CONCURRENT prompts of different lengths, 2 to ~40 tokens."""
+    return [f"{PROMPTS[i % len(PROMPTS)]}{' and more' * i}" for i in range(CONCURRENT)]
+
+
+def fast_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
+    from transformers import AutoTokenizer
+
+    model = hf_with(checkpoint)  # every product's weight dequantize(quantize(.)), the tied head's too
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    client = server.client()
+    asked = prompts()
+    expected, _ = greedy_reference(checkpoint, asked, NEW_TOKENS, model)
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]
+
+    def complete(prompt: str) -> str:
+        return client.completions.create(model=MODEL, prompt=prompt, max_tokens=NEW_TOKENS,
+                                         temperature=0).choices[0].text
+
+    with ThreadPoolExecutor(CONCURRENT) as pool:
+        got = list(pool.map(complete, asked))
+    wrong = [i for i, (g, t) in enumerate(zip(got, texts)) if not same_text(g, t)]
+    first = (f"{CONCURRENT} concurrent requests of different lengths each equal transformers' greedy ids on the "
+             "same dequantised weights", not wrong,
+             "; ".join(f"request {i}: {got[i]!r} (expected {texts[i]!r})" for i in wrong[:4]))
+    return [first, *serving_checks(server, checkpoint, model)]
+
+
+def fast_served_part(path: Path, checkpoint: Checkpoint) -> Part:
+    return served_part(path, checkpoint, fast_checks)

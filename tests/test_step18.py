@@ -1,0 +1,138 @@
+"""Step 18: the judges of the paged attention kernel and the batched product against the outputs and pools each
+catalogued mistake leaves (the Mojo edits themselves are injected in tests/test_catalogue.py), and against
+mistakes nobody catalogued, read from what they computed; the check on the solution (heavy: it serves)."""
+
+import numpy as np
+import pytest
+
+from checker.reporting.report import FAIL, PASS
+from checker.running.mojo import REPEATS
+from checker.steps.step18 import check as step18
+from checker.steps.step18.kernel import _product, judge, judge_products, product_arrays
+from checker.steps.step18.mistakes import CATALOGUE
+from checker.steps.step18.reference import (
+    attend,
+    case_arrays,
+    causal,
+    expected,
+    kernel_cases,
+    positions,
+    product_cases,
+    stored,
+)
+from tests.conftest import add_kernel, assert_passes_with_margin, solution_source
+
+INPUTS = {case.name: case_arrays(case, 18) for case in kernel_cases()}
+
+
+def _results(compute) -> dict[str, np.ndarray]:
+    """What run_kernel returns for a kernel computing `compute(*arrays) -> (output, pool)` every run."""
+    results = {}
+    for name, arrays in INPUTS.items():
+        out, pool = compute(*arrays)
+        results[name] = np.stack([np.asarray(out, np.float32)] * REPEATS)
+        results[f"{name}#3"] = np.stack([pool] * REPEATS)
+    return results
+
+
+def _said(part) -> str:
+    return "\n".join([part.summary, *part.details])
+
+
+def test_the_right_outputs_pass_and_each_mistake_is_named_from_its_outputs():
+    part = judge(INPUTS, _results(expected))
+    assert part.status == PASS, _said(part)
+    for mistake in CATALOGUE:
+        part = judge(INPUTS, _results(mistake.compute))
+        assert part.status == FAIL, mistake.id
+        assert part.mistake is mistake, (mistake.id, _said(part))
+
+
+def test_every_mistake_changes_some_case():
+    """Each catalogued mistake computes something else than the right kernel on at least one case (on this
+    machine's thread count for the split)."""
+    for mistake in CATALOGUE:
+        assert any(not np.allclose(mistake.compute(*a)[0], expected(*a)[0], equal_nan=True) or
+                   not np.array_equal(mistake.compute(*a)[1], expected(*a)[1]) for a in INPUTS.values()), mistake.id
+
+
+def test_the_reference_reads_keys_through_the_page_table():
+    """A request's keys gathered through its page table equal the keys stored in order: the pages are out of order
+    in the pool and the reference still finds them."""
+    q, k, v, blocks, cl, lookup, offsets, layer = INPUTS["one prompt of 20 rows, pages of 16"]
+    after = stored(k, v, blocks, cl, lookup, offsets)
+    out = causal(q, after, cl, lookup, offsets)
+    scores = np.einsum("thd,shd->hts", q.astype(np.float64), k.astype(np.float64)) / 8
+    scores += np.triu(np.full((20, 20), -np.inf), 1)
+    w = np.exp(scores - scores.max(-1, keepdims=True))
+    want = np.einsum("hts,shd->thd", w / w.sum(-1, keepdims=True), v.astype(np.float64))
+    assert np.allclose(out, want, atol=1e-10)
+    assert not np.array_equal(lookup[0, :2], [0, 1]) or not np.array_equal(lookup[0, :2], np.sort(lookup[0, :2]))
+
+
+def _uncatalogued(out_of, pool_of=stored):
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        after = pool_of(k, v, blocks, cl, lookup, offsets, int(layer[0]))
+        return out_of(q, after, cl, lookup, offsets, int(layer[0])), after
+    return compute
+
+
+@pytest.mark.parametrize("compute, words", [
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: causal(q, b, cl, lk, off, 0)), "layer 0's keys and values"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p,
+                                                          layer=lay)), "the bound one short"),
+    (_uncatalogued(causal, lambda k, v, b, cl, lk, off, lay: stored(v, k, b, cl, lk, off, lay)),
+     "the values half their keys"),
+])
+def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
+    part = judge(INPUTS, _results(compute))
+    assert part.status == FAIL and part.mistake is None, _said(part)
+    assert words in _said(part), _said(part)
+
+
+def test_rows_off_on_later_requests_only_are_told_by_their_requests():
+    """Every request after the first reads its keys one position late (an offset mistake nobody listed): the rows of
+    request 0 right, every other off: said as the requests after the batch's first."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        after = stored(k, v, blocks, cl, lookup, offsets)
+        out = causal(q, after, cl, lookup, offsets)
+        request, position = positions(offsets, cl)
+        shifted = attend(q, after, cl, lookup, offsets, lambda p, e: 1, lambda p, e: p + 1)
+        out[request > 0] = shifted[request > 0]
+        return out, after
+    part = judge(INPUTS, _results(compute))
+    assert "every request after the batch's first" in _said(part), _said(part)
+
+
+def test_a_store_over_the_cached_positions_is_told_by_the_pool():
+    """New rows stored at positions 0 .. (cache lengths ignored for the stores only): the pool says which cached
+    positions were written over."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        after = stored(k, v, blocks, np.zeros_like(cl), lookup, offsets)
+        return causal(q, after, cl, lookup, offsets), after
+    part = judge(INPUTS, _results(compute))
+    assert part.mistake is None and "cached positions were written over" in _said(part), _said(part)
+
+
+def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
+    inputs = product_arrays()
+    right = {name: np.stack([_product(*inputs[name]).astype(np.float32)] * REPEATS) for name, *_ in product_cases()}
+    assert judge_products(inputs, right).status == PASS
+    wrong = {}
+    for name, M, K, N in product_cases():  # the rows after the last whole group of 4 left at x's last group's values
+        out = _product(*inputs[name]).astype(np.float32)
+        if M % 4:
+            out[4 * (M // 4):] = 0
+        wrong[name] = np.stack([out] * REPEATS)
+    part = judge_products(inputs, wrong)
+    assert part.status == FAIL and "last M % 4 rows" in _said(part), _said(part)
+
+
+@pytest.mark.heavy
+def test_solution_passes_with_margin_and_serves(checkpoints, record_property, step_folder):
+    path = step_folder / "step_18.py"
+    path.write_text(solution_source("18"))
+    add_kernel(path, "18")
+    report = step18.check(path, checkpoints["synthetic"])
+    assert_passes_with_margin(report, "18", "synthetic", record_property)
+    assert report.part("served").status == PASS, report.render()
