@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 import runtime
-from bench.__main__ import cpu
 from bench.kernel import linears_on_kernel, matvec
 from bench.kv_cache import greedy
+from bench.machine import cpu
 from bench.matvec import matvec_shapes
 from runtime.bandwidth import median_seconds
 from runtime.checkpoints import checkpoint_for_command

@@ -45,7 +45,7 @@ def test_tiny_bench_gives_transformers_tokens(tmp_path):
     assert decode["int8_same_tokens"] and abs(decode["int8_speedup"] * decode["transformers_tokens_per_s"]
                                               - decode["int8_tokens_per_s"]) < 1e-6
     assert "| greedy decode on int8 weights, step 16's kernel |" in done.stdout
-    from bench.__main__ import cpu
+    from bench.machine import cpu
 
     name, vectors = cpu()  # the header names the CPU and its vector extensions
     assert result["machine"]["processor"] == name and done.stdout.startswith(f"{name} ({', '.join(vectors)}")
@@ -132,10 +132,10 @@ def test_transformers_side_is_greedy_over_the_tokenizers_ids(tmp_path):
     import torch
     from transformers import GPT2LMHeadModel
 
-    from bench.__main__ import _hf_tiny
+    from bench.decoders import hf_tiny
     from bench.serve import prompts, transformers_level
 
-    model = GPT2LMHeadModel.from_pretrained(_hf_tiny(tmp_path)).eval()
+    model = GPT2LMHeadModel.from_pretrained(hf_tiny(tmp_path)).eval()
     vocab, batch = 300, prompts(list(range(300)), 2, 5, seed=0)
     figures, ids = transformers_level(model, vocab, [batch], new_tokens=6)
     want = torch.tensor(batch)
@@ -166,7 +166,7 @@ def test_profile_times_max_and_the_kernel_on_every_product(monkeypatch):
     kernel (whose result is checked against MAX's first), and the report sums both per token.
     Two small products with remainders of 16 and 4 stand in for GPT-2's five (each costs compiles)."""
     import bench.matvec
-    from bench.__main__ import report
+    from bench.report import report
 
     shapes = [("attn.c_attn", 40, 120, 2, True), ("tied head (wte.T)", 40, 101, 1, False)]
     monkeypatch.setattr(bench.matvec, "matvec_shapes", lambda config: shapes)
@@ -202,15 +202,15 @@ def test_int8_split_times_the_step_before_and_after_and_its_products(tmp_path):
     from max.experimental.tensor import Tensor
 
     import solutions.solution_16 as sixteen
-    from bench.__main__ import _hf_tiny, _int8_model
+    from bench.decoders import hf_tiny, int8_model
     from bench.matvec import int8_split
     from runtime.checkpoints import learner_config
     from runtime.compiling import compile_decode
     from solutions.solution_13 import attention_with_cache
 
-    folder = _hf_tiny(tmp_path)
+    folder = hf_tiny(tmp_path)
     config = learner_config(json.loads((folder / "config.json").read_text()))
-    model = _int8_model(folder, config)
+    model = int8_model(folder, config)
     split = int8_split(model, config, past=8, repeats=4)
     assert split["past"] == 8 and min(split["step_ms"], split["before_ms"], split["products_ms"]) > 0
     rng = np.random.default_rng(1)
