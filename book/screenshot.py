@@ -40,7 +40,7 @@ FLAGS = [  # headless as root on a machine with no outside network, and no backg
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 # What each figure looks like on screen: (what, RGB, pixels at least). The stage boxes of
-# book/figures.py are filled #e8f0fe; viridis' darkest colour fills most of a heatmap.
+# book/figures_model.py are filled #e8f0fe; viridis' darkest colour fills most of a heatmap.
 FIGURES = {
     "steps/07/": [("the shapes figure's stage boxes", (0xE8, 0xF0, 0xFE), 20_000),
                   ("the attention heatmaps", (0x44, 0x01, 0x54), 20_000)],
