@@ -12,7 +12,10 @@ API. This middleware changes each request before MAX reads it and each answer be
                                                                   log-probabilities alone (scoring)
     max_tokens absent    tokens until the context is full         16, OpenAI's default
     stop                 the stop string stays in the text        the text ends before it
-    logprobs             token_logprobs and top_logprobs only     also tokens and text_offset
+    logprobs             token_logprobs and top_logprobs only     also tokens and text_offset; a token
+                         (tokens that decode alike, such as       whose bytes are not whole UTF-8 is
+                         parts of split characters, share one     `bytes:\\xNN...` in both, each its own
+                         top_logprobs entry)                      entry (gpt2_arch/tokenizer.py)
     logprobs: 0          no log-probabilities                     each chosen token's
     n, best_of > 1       one choice, silently                     400: send the request n times
     logprobs > 5         up to MAX's own limit                    400: OpenAI's limit is 5
@@ -34,10 +37,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from gpt2_arch.token_keys import token_key
+
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions API, when a request names none
 MAX_LOGPROBS = 5  # OpenAI's completions API: at most 5 alternatives per token
 
 Decode = Callable[[list[int]], str]
+Key = Callable[[int], str]  # a token id's key in tokens and top_logprobs (gpt2_arch/token_keys.py)
 
 
 def refusal(body: dict) -> str | None:
@@ -126,7 +132,7 @@ def _top(entries: list, k: int) -> list:
     return [dict(list(e.items())[-1:]) if isinstance(e, dict) and k == 0 else e for e in entries]
 
 
-def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode) -> dict:
+def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) -> dict:
     """One choice of a whole (not streamed) answer, as OpenAI's API gives it."""
     prompt_ids = list(choice.get("prompt_token_ids") or [])
     ids = list(choice.get("token_ids") or [])
@@ -154,14 +160,9 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode) -> dict:
     if logprobs is not None:
         all_ids = (prompt_ids if plan.echo else []) + ids[:kept]
         n = len(all_ids)
-        tokens = pieces(prompt_ids, decode) if plan.echo else []
-        tokens += pieces(ids, decode)[:kept]
-        offsets, pos = [], 0
-        for t in tokens:
-            offsets.append(pos)
-            pos += len(t)
-        choice["logprobs"] = {"tokens": tokens, "token_logprobs": lps[:n],
-                              "top_logprobs": _top(tops[:n], plan.logprobs or 0), "text_offset": offsets}
+        texts = (pieces(prompt_ids, decode) if plan.echo else []) + pieces(ids, decode)[:kept]
+        choice["logprobs"] = {"tokens": [key(i) for i in all_ids], "token_logprobs": lps[:n],
+                              "top_logprobs": _top(tops[:n], plan.logprobs or 0), "text_offset": _offsets(texts, 0)}
     if not plan.want_ids:
         choice.pop("token_ids", None)
         choice.pop("prompt_token_ids", None)
@@ -170,11 +171,11 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode) -> dict:
     return choice
 
 
-def finish(response: dict, plan: Plan, decode: Decode) -> dict:
+def finish(response: dict, plan: Plan, decode: Decode, key: Key) -> dict:
     """A whole answer, as OpenAI's API gives it."""
     for choice in response.get("choices") or []:
         i = choice.get("index", 0)
-        finish_choice(choice, plan, plan.prompts[i] if i < len(plan.prompts) else None, decode)
+        finish_choice(choice, plan, plan.prompts[i] if i < len(plan.prompts) else None, decode, key)
     usage = response.get("usage")
     if plan.drop and isinstance(usage, dict):
         usage["completion_tokens"] = 0
@@ -188,8 +189,8 @@ class Stream:
     With stop strings, a chunk is held back while its text could still be the start of one, so that
     no stop string (nor anything after it) is ever sent."""
 
-    def __init__(self, plan: Plan, decode: Decode):
-        self.plan, self.decode = plan, decode
+    def __init__(self, plan: Plan, decode: Decode, key: Key):
+        self.plan, self.decode, self.key = plan, decode, key
         self.first = True
         self.done = False  # a stop string was found, or max_tokens 0: later text is not sent
         self.held: list[dict] = []  # chunks not yet sent (stop strings)
@@ -251,10 +252,10 @@ class Stream:
             n = len(prompt_ids)
             lps = [None, *(logprobs.get("token_logprobs") or [])]
             tops = [None, *(logprobs.get("top_logprobs") or [])]
-            tokens = pieces(prompt_ids, self.decode)
             opening["choices"][0]["logprobs"] = {
-                "tokens": tokens, "token_logprobs": lps[:n], "top_logprobs": _top(tops[:n], self.plan.logprobs or 0),
-                "text_offset": _offsets(tokens, 0)}
+                "tokens": [self.key(i) for i in prompt_ids], "token_logprobs": lps[:n],
+                "top_logprobs": _top(tops[:n], self.plan.logprobs or 0),
+                "text_offset": _offsets(pieces(prompt_ids, self.decode), 0)}
             # what is left is the generated token's
             choice["logprobs"] = {"token_logprobs": lps[n:], "top_logprobs": tops[n:]}
         return [opening]
@@ -262,10 +263,9 @@ class Stream:
     def _logprobs(self, logprobs, ids: list[int]):
         if logprobs is None or self.plan.logprobs is None:
             return None
-        tokens = [self.decode([i]) for i in ids]
-        return {"tokens": tokens, "token_logprobs": logprobs.get("token_logprobs") or [],
+        return {"tokens": [self.key(i) for i in ids], "token_logprobs": logprobs.get("token_logprobs") or [],
                 "top_logprobs": _top(logprobs.get("top_logprobs") or [], self.plan.logprobs or 0),
-                "text_offset": _offsets(tokens, self.echoed + len(self.text))}
+                "text_offset": _offsets([self.decode([i]) for i in ids], self.echoed + len(self.text))}
 
     def _final(self, payload: dict, reason: str) -> dict:
         return {**payload, "choices": [{"index": 0, "text": "", "finish_reason": reason, "logprobs": None}]}
@@ -282,9 +282,10 @@ class Stream:
         return out
 
 
-def _offsets(tokens: list[str], start: int) -> list[int]:
+def _offsets(texts: list[str], start: int) -> list[int]:
+    """Where each token's text starts in the answer's, the first at `start`."""
     out, pos = [], start
-    for t in tokens:
+    for t in texts:
         out.append(pos)
         pos += len(t)
     return out
@@ -317,6 +318,7 @@ class Completions:
     def __init__(self, app, tokenizer):
         self.app = app
         self.decode: Decode = lambda ids: tokenizer.decode(ids)
+        self.key: Key = lambda token_id: token_key(tokenizer, token_id)
         logger = logging.getLogger("max.serve")
         if _HANDLER not in logger.handlers:
             logger.addHandler(_HANDLER)
@@ -347,8 +349,9 @@ class Completions:
         data = json.dumps(plan.forwarded(body)).encode()
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
         scope = {**scope, "headers": [*headers, (b"content-length", str(len(data)).encode())]}
-        stream = Stream(plan, self.decode) if body.get("stream") else None
-        return await self.app(scope, _replay(data, receive), _answer(send, (plan, self.decode, stream), reasons))
+        stream = Stream(plan, self.decode, self.key) if body.get("stream") else None
+        return await self.app(scope, _replay(data, receive),
+                              _answer(send, (plan, self.decode, self.key, stream), reasons))
 
 
 def _replay(data: bytes, receive):
@@ -375,7 +378,7 @@ async def _send(send, status: int, body: bytes, headers: list | None = None) -> 
 
 def _answer(send, how, reasons: list[str]):
     """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event, a
-    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode,
+    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode, key,
     stream or None), or None to change nothing but errors."""
     start: dict[str, Any] = {}
     chunks: list[bytes] = []
@@ -385,16 +388,16 @@ def _answer(send, how, reasons: list[str]):
         nonlocal pending
         if message["type"] == "http.response.start":
             start.update(message)
-            if message["status"] == 200 and how is not None and how[2] is not None:
+            if message["status"] == 200 and how is not None and how[3] is not None:
                 await send(message)  # streamed: the events are changed as they pass
             return
         if message["type"] != "http.response.body":
             return await send(message)
-        if start.get("status") == 200 and how is not None and how[2] is not None:
+        if start.get("status") == 200 and how is not None and how[3] is not None:
             pending += message.get("body", b"")
             events = pending.replace(b"\r\n", b"\n").split(b"\n\n")
             pending = events.pop()
-            out = b"".join(_rewrite(event, how[2]) for event in events)
+            out = b"".join(_rewrite(event, how[3]) for event in events)
             if not message.get("more_body"):
                 out, pending = out + pending, b""
             return await send({**message, "body": out})
@@ -404,7 +407,7 @@ def _answer(send, how, reasons: list[str]):
         body = b"".join(chunks)
         try:
             if start.get("status") == 200 and how is not None:
-                body = json.dumps(finish(json.loads(body), how[0], how[1])).encode()
+                body = json.dumps(finish(json.loads(body), *how[:3])).encode()
             elif reasons and b"Value error." in body:
                 answer = json.loads(body)
                 answer["error"]["message"] = "; ".join(reasons)

@@ -13,6 +13,10 @@ that the model cannot run is refused here:
     stop_token_ids outside [0, vocab)            400
     echo with logprobs on a server without       400 (MAX's worker would raise and stop)
     --enable-echo
+
+One id decoded alone is how MAX's server names each logprobs alternative, and it keys top_logprobs by
+that text: here a token's key as OpenAI's API writes it (gpt2_arch/token_keys.py), so that two tokens
+that decode alike (two parts of split characters, both U+FFFD) keep an entry each.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from max.pipelines.context import InputError
 from max.pipelines.lib import TextTokenizer
+
+from gpt2_arch.token_keys import token_key
 
 # transformers is imported inside the functions that use it: importing it takes seconds.
 
@@ -56,6 +63,13 @@ class GPT2Tokenizer(TextTokenizer):
         # The ids the model has a row of wte for (a stand-in's tokenizer knows fewer: their text is empty).
         self.vocab, self.n_positions = model_limits(model_path)
         self.echo_enabled = bool(getattr(getattr(pipeline_config, "model", None), "enable_echo", False))
+
+    async def decode(self, encoded, **kwargs) -> str:
+        """Token ids' text, as MAX's TextTokenizer decodes them; one id alone (a logprobs alternative, as
+        MAX's server asks for it), its key: its text, or `bytes:\\xNN...` where that is not whole UTF-8."""
+        if np.ndim(encoded) == 0:
+            return token_key(self.delegate, int(encoded))
+        return await super().decode(encoded, **kwargs)
 
     async def new_context(self, request):
         prompt = request.prompt

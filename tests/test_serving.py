@@ -161,10 +161,69 @@ def test_logprobs_give_tokens_offsets_and_at_most_k_plus_one_alternatives(served
     _, answer = post(served, {"prompt": PROMPT, "max_tokens": 6, "logprobs": 3})
     choice = answer["choices"][0]
     lp = choice["logprobs"]
-    assert "".join(lp["tokens"]) == choice["text"] and len(lp["token_logprobs"]) == 6
-    assert all(1 <= len(t) <= 4 for t in lp["top_logprobs"])
+    # the stand-in's tokenizer has no text for most of its model's ids: each is <|token N|>, an entry of its own
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == 6
+    assert all(len(t) in (3, 4) and token in t for token, t in zip(lp["tokens"], lp["top_logprobs"]))
     _, zero = post(served, {"prompt": PROMPT, "max_tokens": 3, "logprobs": 0})
     assert all(len(t) == 1 for t in zero["choices"][0]["logprobs"]["top_logprobs"])
+
+
+# --- logprobs keys: a token each, as OpenAI's API names it (no server) ------------------------------------
+
+SPLIT = ("Ã", "¦")  # the stand-in's tokens of bytes 0xC3 (a character's first) and 0xA6 (a later one)
+
+
+def test_tokens_that_decode_alike_get_a_key_each(checkpoint):
+    """Two byte tokens that each decode to U+FFFD (parts of a character) get two `bytes:` keys, as OpenAI's
+    API writes them; a whole token keeps its text; ids the stand-in's tokenizer lacks (text "") one each."""
+    from transformers import AutoTokenizer
+
+    from gpt2_arch.token_keys import token_key
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    lead, tail = tokenizer.convert_tokens_to_ids(list(SPLIT))
+    assert tokenizer.decode([lead]) == tokenizer.decode([tail]) == "\ufffd"
+    assert (token_key(tokenizer, lead), token_key(tokenizer, tail)) == ("bytes:\\xc3", "bytes:\\xa6")
+    word, = tokenizer("The")["input_ids"]
+    assert token_key(tokenizer, word) == "The" and token_key(tokenizer, 0) == "<|endoftext|>"
+    past = [len(tokenizer), len(tokenizer) + 1]
+    assert tokenizer.decode(past[:1]) == "" and len({token_key(tokenizer, i) for i in past}) == 2
+
+
+def test_top_logprobs_keep_every_alternative_and_tokens_their_key(checkpoint):
+    """MAX's server names each alternative by the served tokenizer's text of it alone and keys top_logprobs
+    by that: through MAX's own route function, every alternative keeps its entry; the middleware's
+    tokens name the chosen token by the same key, text_offset where its text starts."""
+    import asyncio
+    from functools import partial
+
+    from max.serve.pipelines.llm import TokenGeneratorOutput
+    from max.serve.router.openai_routes import _process_log_probabilities
+
+    from gpt2_arch.completions import Plan, Stream, finish
+    from gpt2_arch.token_keys import token_key
+    from gpt2_arch.tokenizer import GPT2Tokenizer
+
+    tokenizer = GPT2Tokenizer(str(checkpoint.path), None)
+    lead, tail = tokenizer.delegate.convert_tokens_to_ids(list(SPLIT))
+    word, = tokenizer.delegate("The")["input_ids"]
+    rows = [{lead: -0.5, tail: -1.0, word: -2.0, 50000: -3.0}, {word: -0.1, tail: -2.5, lead: -3.0}]
+    named = [{i: (asyncio.run(tokenizer.decode(i, skip_special_tokens=True)), lp) for i, lp in row.items()}
+             for row in rows]
+    logprobs = _process_log_probabilities([TokenGeneratorOutput(
+        status=None, token_log_probabilities=[-0.5, -0.1], top_log_probabilities=named)]).model_dump()
+    assert [len(top) for top in logprobs["top_logprobs"]] == [4, 3]
+    assert logprobs["top_logprobs"][0] == {"bytes:\\xc3": -0.5, "bytes:\\xa6": -1.0, "The": -2.0,
+                                           "<|token 50000|>": -3.0}
+    text = tokenizer.delegate.decode([lead, word])
+    answer = {"choices": [{"index": 0, "text": text, "token_ids": [lead, word], "logprobs": dict(logprobs)}]}
+    key = partial(token_key, tokenizer.delegate)  # as the middleware names tokens
+    got = finish(answer, Plan(prompts=["x"], logprobs=3), tokenizer.delegate.decode, key)["choices"][0]["logprobs"]
+    assert got["tokens"] == ["bytes:\\xc3", "The"] and got["text_offset"] == [0, 1]
+    assert all(token in top for token, top in zip(got["tokens"], got["top_logprobs"]))
+    chunk = {"choices": [{"index": 0, "text": text, "token_ids": [lead, word], "logprobs": dict(logprobs)}]}
+    streamed, = Stream(Plan(prompts=["x"], logprobs=3), tokenizer.delegate.decode, key).chunk(chunk)
+    assert streamed["choices"][0]["logprobs"]["tokens"] == got["tokens"]
 
 
 def test_streaming_gives_what_the_whole_answer_gives(served):
