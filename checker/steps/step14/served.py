@@ -80,15 +80,15 @@ def _close_logprobs(got: list, want: list[np.ndarray]) -> tuple[bool, str]:
     return verdict.ok, verdict.summary
 
 
-def serving_checks(server, checkpoint: Checkpoint, model=None) -> list[tuple[str, bool, str]]:
-    """Real requests against a running server: (what, ok, what came back) for each check; `model`: transformers'
+def serving_checks(server, checkpoint: Checkpoint, hf=None) -> list[tuple[str, bool, str]]:
+    """Real requests against a running server: (what, ok, what came back) for each check; `hf`: transformers'
     model the answers are held to (default: the checkpoint's own)."""
     from openai import APIStatusError
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client, model = server.client(), MODEL
-    expected, expected_lps = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS, model)
+    expected, expected_lps = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS, hf)
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]  # as max serve shows them
 
     def complete(prompt: str, n: int = NEW_TOKENS) -> str:
@@ -116,7 +116,7 @@ def serving_checks(server, checkpoint: Checkpoint, model=None) -> list[tuple[str
     scored = [client.completions.create(model=model, prompt=p, max_tokens=0, echo=True, logprobs=1, temperature=0)
               .choices[0] for p in PROMPTS]
     ok, said = _close_logprobs([c.logprobs.token_logprobs[1:] for c in scored],
-                               prompt_logprobs(checkpoint, PROMPTS, model))
+                               prompt_logprobs(checkpoint, PROMPTS, hf))
     ok = ok and all(c.text == p and c.logprobs.token_logprobs[0] is None for c, p in zip(scored, PROMPTS))
     results.append(("the log-probability of every prompt token (echo, max_tokens 0, logprobs 1: how evaluation "
                     "harnesses score text) equals transformers' log_softmax", ok, said))

@@ -1,0 +1,74 @@
+"""Step 18: serve many users at once on your own kernels: paged FlashAttention and batched int8 products.
+
+Step 14 served a ragged batch over MAX's paged cache with MAX's own attention and float32 matmuls;
+steps 16 and 17 made one request fast with your int8 products and your one-pass attention. A server
+runs many requests in one batch: every request's new rows end to end (a prompt's chunk beside another
+request's single decode row), their keys and values in pages scattered through one pool. Here your
+kernels take that batch (step_18_kernel/):
+
+    paged_flash_attention(q, k, v, kv_collection, input_row_offsets, layer)
+        q, k, v [T, H, D] -> [T, H, D]: the rows' keys and values first stored into their requests' pages of
+        MAX's cache (kv_collection, as MAX hands it: kv_blocks [pages, 2, L, PAGE, H, D], cache_lengths [B],
+        lookup_table [B, max_pages]) for layer `layer` (a Python int), then each row's causal attention over
+        its own request's positions (the op `gpt2_paged_flash_attention`, paged_flash.mojo)
+    matmul_q8(x, q, scales, bias)
+        x [M, K], q [N, K] int8, scales [N, KB], bias [N] or None -> x @ dequantize(q, scales).T + bias [M, N]:
+        step 16's product for M rows at once, each weight read from memory once (`gpt2_matmul_q8`, matmul_q8.mojo)
+    GPT2PagedQ8(model, kv_params)
+        step 14's GPT2Paged on your kernels, every Linear and the tied head int8 (step 16's quantisation):
+        forward(tokens [T], kv_collection, input_row_offsets [B+1], rows [R] int64) -> logits [R, V],
+        the next-token scores of the rows the server asks for (each request's last, or every row when a
+        client wants a prompt's log-probabilities). `pixi run serve --fast` serves it
+
+Facts you cannot guess (MAX 26.7), beside steps 14-17's:
+- An op that writes a buffer in place is staged with `max.graph.ops.inplace_custom(name, device, values,
+  out_types=[TensorType(...)])` inside a graph function made callable on Tensors by `F.functional(fn)`;
+  its Mojo package is loaded into the graph being built by `Graph.current._import_kernels([KERNEL])`.
+  Inside that function the tensors are graph values: kv_collection.kv_blocks is the pool's BufferValue.
+- `Tensor([layer], dtype=DType.uint32, device=q.device)` is a [1] uint32 tensor of a Python int.
+- `custom.declare` (step 16) declares matmul_q8's op as matvec_q8's was declared.
+
+Read: the book's page for this step (book/docs/steps/18.md).
+Check: pixi run s18        Then: pixi run serve --fast        Stuck? pixi run s18 --hint
+"""
+
+from pathlib import Path
+
+from max.experimental.nn import Module
+from max.experimental.tensor import Tensor
+
+from steps.step_11 import GPT2LMHeadModel, load_hf_weights  # noqa: F401  (the server loads your model with them)
+
+KERNEL = Path(__file__).with_name("step_18_kernel")  # your Mojo package: paged_flash.mojo and matmul_q8.mojo
+
+# TODO (imports): what else will you need? DType, MAX's graph ops (ops, Graph, TensorType), its functional ops
+#   and custom op module, Linear, step 14's ragged_positions and step 16's quantized.
+
+
+def paged_flash_attention(q: Tensor, k: Tensor, v: Tensor, kv_collection, input_row_offsets: Tensor,
+                          layer: int) -> Tensor:
+    """q, k, v [T, H, D] -> [T, H, D] by your kernel, which first stores k and v into the requests' pages."""
+    # TODO: stage `gpt2_paged_flash_attention` in place (it writes kv_collection.kv_blocks) with the pool, the
+    #   cache lengths, the page table, the row offsets and the layer as a [1] uint32 tensor.
+    raise NotImplementedError("step 18: paged_flash_attention")
+
+
+def matmul_q8(x: Tensor, q: Tensor, scales: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x [M, K], q [N, K] int8, scales [N, KB], bias [N] or None -> [M, N] by your kernel."""
+    # TODO: as step 16's matvec_q8, on the op `gpt2_matmul_q8` declared from KERNEL (declared once).
+    raise NotImplementedError("step 18: matmul_q8")
+
+
+class GPT2PagedQ8(Module):
+    """A loaded GPT2LMHeadModel (step 11) for a ragged batch over MAX's paged cache, on your kernels."""
+
+    def __init__(self, model: GPT2LMHeadModel, kv_params):
+        # TODO: keep the model's body; swap every Linear for one whose product is matmul_q8 on its weight
+        #   quantised (step 16's quantized); quantise the tied head's weight too.
+        raise NotImplementedError("step 18: GPT2PagedQ8.__init__")
+
+    def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor, rows: Tensor) -> Tensor:
+        """tokens [T], input_row_offsets [B+1], rows [R] int64 -> logits [R, V]"""
+        # TODO: step 14's GPT2Paged.forward with your attention for each block, then only the rows asked for
+        #   through ln_f and the int8 head.
+        raise NotImplementedError("step 18: GPT2PagedQ8.forward")
