@@ -125,7 +125,7 @@ def test_no_command_stands_on_a_step_module():
     assert not reached, reached
 
 
-THROWAWAY = '''"""Step 18: a throwaway step, whose check passes a file that defines `answer` as 42."""
+THROWAWAY = '''"""Step 19: a throwaway step, whose check passes a file that defines `answer` as 42."""
 
 from checker.harness.layout import defined
 from checker.registry import Step
@@ -136,7 +136,7 @@ CATALOGUE = [Mistake("answer-wrong", "answer is not 42", "set answer = 42", edit
 
 
 def check(path, checkpoint, *, timeout=300.0):
-    report = Report("Step 18 · the answer", [])
+    report = Report("Step 19 · the answer", [])
     namespace = {}
     exec(path.read_text(), namespace)
     ok = "answer" in defined(path) and namespace["answer"] == 42
@@ -144,7 +144,7 @@ def check(path, checkpoint, *, timeout=300.0):
     return report
 
 
-STEP = Step("18", check, CATALOGUE, reads=("answer",), hints={"answer": ["the idea", "the API", "the code"]},
+STEP = Step("19", check, CATALOGUE, reads=("answer",), hints={"answer": ["the idea", "the API", "the code"]},
             sources={"answer": "answer"})
 '''
 
@@ -154,29 +154,29 @@ from checker import hints, registry
 from checker.harness import layout
 from checker.catalogue import markdown
 print(list(registry.steps()))
-print(markdown(["18"]))
-print(hints.hints_for("18", "answer"))
-for name, text in (("step_18.py", "answer = 42"), ("other.py", "answer = 41")):
+print(markdown(["19"]))
+print(hints.hints_for("19", "answer"))
+for name, text in (("step_19.py", "answer = 42"), ("other.py", "answer = 41")):
     Path(name).write_text(text)
-    print(name, layout.place(Path(name), "18").step, layout.check("18", Path(name), None, timeout=10).ok)
+    print(name, layout.place(Path(name), "19").step, layout.check("19", Path(name), None, timeout=10).ok)
 """
 
 
 def test_a_new_step_is_its_folder_alone(tmp_path):
-    """checker/steps/step18/ declares its STEP; the registry, the catalogue, the hints and the layout (which
+    """checker/steps/step19/ declares its STEP; the registry, the catalogue, the hints and the layout (which
     step a file is, and its check) all find it, the contracts and the step order hold, and no machinery
     module changed."""
     run = _copy(tmp_path)
-    folder = tmp_path / "checker" / "steps" / "step18"
+    folder = tmp_path / "checker" / "steps" / "step19"
     folder.mkdir()
     (folder / "__init__.py").write_text(THROWAWAY)
     done = run_python("-c", USE, **run)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].endswith("'16', '17', '18']")
+    assert lines[0].endswith("'17', '18', '19']")
     assert "| `answer-wrong` | answer is not 42 | set answer = 42 |" in done.stdout
     assert "['the idea', 'the API', 'the code']" in done.stdout
-    assert "step_18.py 18 True" in lines and "other.py 18 False" in lines
+    assert "step_19.py 19 True" in lines and "other.py 19 False" in lines
     assert run_python(*LINT, **run).returncode == 0
     assert _step_order_in(tmp_path, run).strip() == "[]"
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 import runtime
+from checker.running.paged_graph import paged
 from runtime.learner import LearnerError, call, explain, import_step
 from runtime.paths import REPO
 from runtime.quantize import quantize
@@ -145,8 +146,6 @@ def _child(spec_file: str, out_file: str) -> int:
         if kernel is None:
             raise LearnerError(f"{Path(spec['path']).name} defines no {function}")
         if spec["compiled"]:
-            from checker.running.paged_graph import paged
-
             kernel = paged(kernel)
         results = {}
         with np.load(spec["inputs"]) as stored:

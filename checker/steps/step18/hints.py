@@ -1,7 +1,9 @@
 """Step 18's hints, a ladder per part (`pixi run s18 --hint`), and the solution code each part checks
 (`--solution`)."""
 
-from checker.reporting.hinting import EARLIER
+from checker.reporting.hinting import EARLIER, api
+
+MOJO_POINTERS = "https://docs.modular.com/mojo/manual/pointers/unsafe-pointers/"
 
 HINTS: dict[str, list[str]] = {
     "earlier": EARLIER,
@@ -10,20 +12,22 @@ HINTS: dict[str, list[str]] = {
                   "cache_lengths[b] + r - input_row_offsets[b]; it sees its request's positions 0 .. p.",
                   "Position p of request b lives in page lookup_table[b, p / PAGE], slot p % PAGE; its key for head h "
                   "starts at blocks[page, 0, layer, slot, h, 0], its value at blocks[page, 1, layer, slot, h, 0]: "
-                  "((page x 2 + kv) x L + layer) x PAGE x H x D + (slot x H + h) x D floats in.",
+                  "((page x 2 + kv) x L + layer) x PAGE x H x D + (slot x H + h) x D floats in, read and written "
+                  f"through blocks.unsafe_ptr() ({MOJO_POINTERS}).",
                   "Step 17's online softmax per (row, head), its keys read page by page: a tile never crosses a page. "
                   "Tasks: (request, head, band of rows); a decode batch whose heads leave threads idle splits each "
                   "head's keys, with ceil(S / splits) keys a split, combined as step 17 combines them."],
     "products": ["Each output y[m, n] is a dot product of x's row m and q's row n, scaled per block of 32 by "
                  "scales[n, k / 32], plus b[n].",
                  "Read each weight once for all rows of x: a task owns a group of q's rows and runs every row of x "
-                 "past it, so the group stays in the core's cache.",
+                 "past it, so the group stays in the core's cache; sums kept in SIMD registers "
+                 "(https://docs.modular.com/mojo/std/builtin/simd/SIMD/), `sync_parallelize` over the groups.",
                  "Per group of NR rows of q and MR rows of x: for each block, turn NR x 32 int8 into floats times "
                  "their scale, multiply into MR x NR sums kept in registers."],
     "served": ["GPT2PagedQ8 is step 14's GPT2Paged with your kernels: paged_flash_attention for each block's "
                "attention, every Linear a BatchedQ8Linear (matmul_q8), and the tied head int8 too.",
                "forward(tokens, kv_collection, input_row_offsets, rows): the rows are the ones whose logits the "
-               "server wants; gather them (F.gather) after the last block, then ln_f and the head.",
+               f"server wants; gather them ({api('F.gather')}) after the last block, then ln_f and the head.",
                "The server runs every block: look at what changes with the block (its layer index) and at the "
                "weights each BatchedQ8Linear quantises."],
 }

@@ -14,6 +14,8 @@ from checker.steps.step16.decode import hf_with
 from runtime.checkpoints import Checkpoint
 from runtime.server import MODEL, same_text
 
+# transformers is imported inside the functions that use it: importing it takes seconds.
+
 CONCURRENT = 16
 
 
