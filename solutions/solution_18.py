@@ -13,13 +13,15 @@ solution_18_kernel/ holds two custom ops for the batch MAX's serving stack hands
         x [M, K], q [N, K] int8, scales [N, KB], bias [N] or None -> [M, N]: step 16's product for M rows
         at once, each weight read from memory once for all of them (`gpt2_matmul_q8`)
 
-    GPT2PagedQ8(model, kv_params)   step 14's GPT2Paged with both: every Linear and the tied head int8
+    GPT2PagedQ8(model, kv_params)   step 14's GPT2Paged with both: every Linear and the tied wte int8 (the
+        head's product and the embedding's rows, as llama.cpp's Q8_0 keeps its token table)
         forward(tokens [T], kv_collection, input_row_offsets [B+1], rows [R]) -> logits [R, V]
         (rows: which rows' next-token scores the server wants, each request's last, or every row for a
         prompt's log-probabilities)
 
 Quantisation is step 16's (int8 per block of 32 along a row, one float32 scale); the activations stay
-float32, so the product equals x @ dequantize(q, scales).T up to float32 rounding of the sums.
+float32, so the product equals x @ dequantize(q, scales).T up to float32 rounding of the sums, and the model
+is GPT-2 on dequantize(quantize(.)) of every product weight and of wte (n_embd a multiple of 32).
 """
 
 from functools import cache
@@ -34,7 +36,7 @@ from max.graph import Graph, TensorType, ops
 
 from solutions.solution_11 import GPT2LMHeadModel
 from solutions.solution_14 import ragged_positions
-from solutions.solution_16 import quantized
+from solutions.solution_16 import BLOCK, quantized
 
 KERNEL = Path(__file__).with_name("solution_18_kernel")  # the Mojo package (paged_flash.mojo, matmul_q8.mojo)
 
@@ -103,12 +105,21 @@ class GPT2PagedQ8(Module):
                     setattr(module, name, BatchedQ8Linear(child))
         self.head_q, self.head_scales = quantized(self.transformer.wte.weight)  # the tied head [V, C], int8
 
+    def embed(self, tokens: Tensor) -> Tensor:
+        """tokens [T] -> their rows of wte [T, C] as the int8 head holds them: each q times its block's scale.
+        (Each column's scale gathered, not the rows reshaped into blocks: MAX 26.7 compiles a gather, cast,
+        reshape and broadcast multiply of an int8 table into wrong values; run op by op it is right.)"""
+        q = F.cast(F.gather(self.head_q, tokens, axis=0), DType.float32)  # [T, C]
+        scales = F.gather(self.head_scales, tokens, axis=0)  # [T, C / BLOCK]
+        block = Tensor.arange(q.shape[-1], dtype=DType.int64, device=q.device) // BLOCK  # [C]: each column's block
+        return q * F.gather(scales, block, axis=1)  # [T, C]
+
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor, rows: Tensor) -> Tensor:
         """tokens [T], input_row_offsets [B+1], rows [R] int64 -> logits [R, V]: the chosen rows' next-token
         scores; each layer's new keys and values stored in the requests' pages."""
         t = self.transformer
         positions = ragged_positions(tokens.shape[0], input_row_offsets, kv_collection.cache_lengths)  # [T]
-        x = t.wte(tokens) + F.gather(t.wpe.weight, positions, axis=0)  # [T, C]
+        x = self.embed(tokens) + F.gather(t.wpe.weight, positions, axis=0)  # [T, C]
         for i, block in enumerate(t.h):
             attn = block.attn
             q, k, v = F.split(attn.c_attn(block.ln_1(x)), [attn.split_size] * 3, axis=-1)  # [T, C] each

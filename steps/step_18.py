@@ -15,7 +15,9 @@ kernels take that batch (step_18_kernel/):
         x [M, K], q [N, K] int8, scales [N, KB], bias [N] or None -> x @ dequantize(q, scales).T + bias [M, N]:
         step 16's product for M rows at once, each weight read from memory once (`gpt2_matmul_q8`, matmul_q8.mojo)
     GPT2PagedQ8(model, kv_params)
-        step 14's GPT2Paged on your kernels, every Linear and the tied head int8 (step 16's quantisation):
+        step 14's GPT2Paged on your kernels, every Linear and the tied wte int8 (step 16's quantisation): the
+        head's product, and the embedding's rows too (q times its block's scale, as llama.cpp's Q8_0 keeps its
+        token table): the model is GPT-2 on dequantised weights, which the check holds it to;
         forward(tokens [T], kv_collection, input_row_offsets [B+1], rows [R] int64) -> logits [R, V],
         the next-token scores of the rows the server asks for (each request's last, or every row when a
         client wants a prompt's log-probabilities). `pixi run serve --fast` serves it
@@ -27,6 +29,9 @@ Facts you cannot guess (MAX 26.7), beside steps 14-17's:
   Inside that function the tensors are graph values: kv_collection.kv_blocks is the pool's BufferValue.
 - `Tensor([layer], dtype=DType.uint32, device=q.device)` is a [1] uint32 tensor of a Python int.
 - `custom.declare` (step 16) declares matmul_q8's op as matvec_q8's was declared.
+- MAX 26.7 compiles one way of dequantising gathered rows wrongly (right op by op): an int8 table's rows
+  gathered, cast to float32, reshaped to [T, C / 32, 32] and multiplied by their scales reshaped to
+  [T, C / 32, 1]. Give each column its block's scale instead: F.gather(scales_rows, arange(C) // 32, axis=1).
 
 Read: the book's page for this step (book/docs/steps/18.md).
 Check: pixi run s18        Then: pixi run serve --fast        Stuck? pixi run s18 --hint

@@ -20,7 +20,7 @@ from checker.steps.step18.reference import (
     product_cases,
     stored,
 )
-from tests.conftest import add_kernel, assert_passes_with_margin, solution_source
+from tests.conftest import add_kernel, assert_passes_with_margin, mutate, solution_source
 
 INPUTS = {case.name: case_arrays(case, 18) for case in kernel_cases()}
 
@@ -136,3 +136,17 @@ def test_solution_passes_with_margin_and_serves(checkpoints, record_property, st
     report = step18.check(path, checkpoints["synthetic"])
     assert_passes_with_margin(report, "18", "synthetic", record_property)
     assert report.part("served").status == PASS, report.render()
+
+
+@pytest.mark.heavy
+def test_a_model_off_outside_the_kernels_is_placed_at_its_piece(checkpoints, step_folder, monkeypatch):
+    """GPT2PagedQ8 embedding the tokens with wte's float rows while its head reads the int8 table: both kernels
+    pass, the paged model does not, and the report places it at the embeddings."""
+    monkeypatch.setenv("GPT2_CHECK_SERVE", "0")
+    path = step_folder / "step_18.py"
+    path.write_text(mutate(solution_source("18"), "x = self.embed(tokens) + F.gather", "x = t.wte(tokens) + F.gather"))
+    add_kernel(path, "18")
+    report = step18.check(path, checkpoints["synthetic"])
+    part = report.part("paged model")
+    assert report.part("attention").status == PASS and part.status == FAIL, report.render()
+    assert "the embeddings" in _said(part) and "int8 table" in _said(part), report.render()

@@ -141,7 +141,7 @@ def rows_differ(got: list[np.ndarray], want: list[np.ndarray], rows: list[list[t
     return lines
 
 
-def _off(margins: np.ndarray, rows: list[tuple[str, bool]]) -> str | None:
+def off_rows(margins: np.ndarray, rows: list[tuple[str, bool]]) -> str | None:
     """Which rows are off (margin above 1), in words: "every row", or the requests' prompt / decode rows; None
     when none is."""
     off = margins > 1
@@ -167,13 +167,13 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
     for i, name in enumerate(names):
         got.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
     placed = first_difference(
-        names, got, stream, PAGED_LAYERS, lambda margins: _off(margins, rows),
+        names, got, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows),
         embeddings="wte(tokens) + wpe's row at each row's position (ragged_positions passes, above: look at how "
                    "forward uses it)",
         attention=lambda i: f"paged_attention (the keys and values it stores under layer_idx {i} and reads back, "
                             "the mask, the scale)")
     if placed is not None:
         return [placed.line]
-    which = _off(row_margins(got_logits, want_logits), rows)
+    which = off_rows(row_margins(got_logits, want_logits), rows)
     return [f"where: the whole stream and ln_f's output match Hugging Face; the head does not: every row's logits "
             f"are ln_f's output @ wte.weight.T (tied); off on {which}"] if which else []

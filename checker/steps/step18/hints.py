@@ -24,6 +24,14 @@ HINTS: dict[str, list[str]] = {
                  "(https://docs.modular.com/mojo/std/builtin/simd/SIMD/), `sync_parallelize` over the groups.",
                  "Per group of NR rows of q and MR rows of x: for each block, turn NR x 32 int8 into floats times "
                  "their scale, multiply into MR x NR sums kept in registers."],
+    "paged model": ["GPT2PagedQ8 is step 14's GPT2Paged with your kernels: paged_flash_attention for each block's "
+                    "attention, every Linear's product matmul_q8 on its quantised weight, and wte int8 for the head "
+                    "and for the embedding's rows alike.",
+                    f"The embedding: F.gather ({api('F.gather')}) the int8 rows and their scales, then each "
+                    "column times its block's scale (the skeleton says why not by reshaping into blocks).",
+                    "x = embed(tokens) + gather(wpe.weight, ragged_positions(...)); per block: q, k, v = split("
+                    "c_attn(ln_1(x))) reshaped [T, H, D], x += c_proj(paged_flash_attention(..., i) reshaped "
+                    "[T, C]); x += mlp(ln_2(x)); logits = matmul_q8(ln_f(gather(x, rows)), head q, head scales)."],
     "served": ["GPT2PagedQ8 is step 14's GPT2Paged with your kernels: paged_flash_attention for each block's "
                "attention, every Linear a BatchedQ8Linear (matmul_q8), and the tied head int8 too.",
                "forward(tokens, kv_collection, input_row_offsets, rows): the rows are the ones whose logits the "
@@ -32,4 +40,5 @@ HINTS: dict[str, list[str]] = {
                "weights each BatchedQ8Linear quantises."],
 }
 
-SOURCES: dict[str, str] = {"attention": "paged_flash_attention", "products": "matmul_q8", "served": "GPT2PagedQ8"}
+SOURCES: dict[str, str] = {"attention": "paged_flash_attention", "products": "matmul_q8",
+                           "paged model": "GPT2PagedQ8.forward", "served": "GPT2PagedQ8"}

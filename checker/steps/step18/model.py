@@ -1,0 +1,108 @@
+"""Step 18's model part: the learner's GPT2PagedQ8 (PAGED_LAYERS blocks) compiled as max serve compiles it, run on
+MAX's paged KV cache through step 14's SCENARIO (prompts and decodes mixed, a request sitting a batch out), every
+row asked for, against transformers on the same dequantised weights (every product weight and wte). A model that
+is off while both kernels pass is placed at the first piece of its stream that differs (the embeddings, a block's
+attention or MLP half, ln_f, the head), from what its LayerNorms and MLPs were handed (step 14's Probed).
+"""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from checker.diagnosis.stream import first_difference, row_margins
+from checker.harness.runner import StepRun
+from checker.reporting.compare import WHOLE_MODEL, compare
+from checker.reporting.report import FAIL, Part
+from checker.steps.step14.paged import compile_probed, off_rows, paged_params, rows_differ, run_scenario
+from checker.steps.step14.reference import (
+    PAGED_LAYERS,
+    SCENARIO,
+    hf_model,
+    scenario_logits,
+    scenario_rows,
+    scenario_stream,
+    scenario_tokens,
+)
+from runtime.checkpoints import Checkpoint
+from runtime.learner import LearnerError
+from runtime.loading import stored_tensors
+from runtime.quantize import dequantize_hf
+
+# MAX is imported inside the functions that use it: importing it takes seconds.
+
+EMBEDDINGS = ("wte's rows as the int8 table holds them (each q times its block's scale: the model is GPT-2 on "
+              "dequantised weights, its embedding too) plus wpe's row at each row's position")
+
+
+def every_row(paged):
+    """The learner's GPT2PagedQ8 asked for every row's logits: forward(tokens, kv, offsets) -> [T, V], as step 14's
+    GPT2Paged, so step 14's probe and scenario run it."""
+    from max.dtype import DType
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+
+    class EveryRow(Module):
+        def __init__(self):
+            self.paged = paged
+            self.transformer = paged.transformer  # the probe records its blocks' pieces
+
+        def forward(self, tokens, kv_collection, input_row_offsets):
+            rows = Tensor.arange(tokens.shape[0], dtype=DType.int64, device=tokens.device)
+            return self.paged(tokens, kv_collection, input_row_offsets, rows)
+
+    return EveryRow()
+
+
+def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Part:
+    from max.experimental import functional as F
+
+    config = checkpoint.learner_config()
+    kv_params = paged_params(config, PAGED_LAYERS)
+    tokens = scenario_tokens(min(config.vocab_size, 400))
+    small = SimpleNamespace(**{**vars(config), "n_layer": PAGED_LAYERS})
+    tensors = {n: v for n, v in stored_tensors(checkpoint).items()
+               if ".h." not in n or int(n.split(".h.")[1].split(".")[0]) < PAGED_LAYERS}
+    print(f"(compiling your GPT2PagedQ8 ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
+          "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
+    try:
+        with F.lazy():
+            model = run.call(eleven.GPT2LMHeadModel, small)
+        run.call(eleven.load_hf_weights, model, tensors)
+        paged = run.call(GPT2PagedQ8, model, kv_params)
+        compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
+        got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
+    except LearnerError as e:
+        return run.add(Part.from_error("paged model", e))
+    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens))
+
+
+def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
+                tokens: dict[str, list[int]]) -> Part:
+    hf = dequantize_hf(hf_model(checkpoint, PAGED_LAYERS))
+    want = scenario_logits(hf, tokens)
+    flat_got, flat_want = np.concatenate(got), np.concatenate(want)
+    if flat_got.shape != flat_want.shape:
+        return Part("paged model", FAIL, f"logits of shape {list(flat_got.shape)} over the scenario, expected "
+                    f"{list(flat_want.shape)}: forward returns the logits of the rows it is handed (rows [R]), [R, V]")
+    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=WHOLE_MODEL)
+    if not verdict.ok:
+        rows = [row for batch in scenario_rows(tokens) for row in batch]
+        stream = scenario_stream(hf, tokens)
+        pieces = {}
+        for i, name in enumerate(names):
+            pieces.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
+        placed = first_difference(
+            names, pieces, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows), embeddings=EMBEDDINGS,
+            attention=lambda i: f"paged_flash_attention (the q, k and v it is handed, the layer {i} it is told)")
+        if placed is not None:
+            verdict.details.append(placed.line)
+        elif (which := off_rows(row_margins(flat_got, flat_want), rows)) is not None:
+            verdict.details.append("where: the whole stream and ln_f's output match; the head does not: the rows' "
+                                   f"logits are ln_f's output @ the int8 wte's dequantised rows.T; off on {which}")
+        verdict.details += rows_differ(got, want, scenario_rows(tokens))
+    part = Part.from_verdict("paged model", verdict)
+    part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"
+    return part
