@@ -7,6 +7,9 @@
     python -m bench --checks         how long each step's check takes, cold and warm (bench/checks.py)
     python -m bench --serve          max serve at 1, 4 and 16 concurrent streams vs transformers (bench/serve.py)
     python -m bench --serve --tiny   the same at 1 and 2 streams, 8 tokens each: the machinery, quickly
+    python -m bench --serve --fast   step 18's server against step 14's, llama.cpp's llama-server (--llama-cpp SRC
+                                     --llama-server BINARY) and transformers at 1, 4, 16 and 32 streams, prompts
+                                     of 32 and 512 tokens (bench/servers.py; --figure, default .cache/serving.png)
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
     python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
     python -m bench --context        every decoder's tokens/s against the context length, drawn as a PNG
@@ -39,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import runtime
-from bench import serve
+from bench import serve, servers
 from bench.checks import main as checks
 from bench.decoders import TINY_CONFIG, hf_tiny, int8_model
 from bench.flash import CONTEXTS, FLASH_HEAD_DIM, fast_split, prefill_memory
@@ -63,7 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="where to write the figures (default .cache/)")
     parser.add_argument("--context", action="store_true", help="decode tokens/s against the context length, every "
                         "decoder, drawn as a PNG (--figure)")
-    parser.add_argument("--figure", type=Path, default=CACHE / "decode-by-context.png", help="where --context draws")
+    parser.add_argument("--figure", type=Path, default=None, help="where --context (default "
+                        ".cache/decode-by-context.png) or --serve --fast (.cache/serving.png) draws")
+    parser.add_argument("--fast", action="store_true", help="with --serve: step 18's server against step 14's, "
+                        "llama-server's and transformers'")
+    parser.add_argument("--llama-server", type=Path, default=None, metavar="BINARY",
+                        help="with --serve --fast: llama.cpp's llama-server, built from the --llama-cpp tree")
     parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
                         "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
@@ -74,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
+        if args.fast:
+            runtime.setup()
+            return servers.main(checkpoint, machine(), args.json or CACHE / "bench-servers.json",
+                                args.figure or CACHE / "serving.png", servers.TINY if args.tiny else servers.FULL,
+                                args.llama_cpp, args.llama_server)
         return serve.main(checkpoint, machine(), args.json or CACHE / "bench-serve.json",
                           serve.TINY if args.tiny else serve.FULL)
 
@@ -94,14 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.memory:
             return memory_report(prefill_memory(config))
         if args.context:
-            info = machine()
-            result = dict(model=model, machine=info, **context(folder, config, args.llama_cpp, args.figure, info))
+            info, figure = machine(), args.figure or CACHE / "decode-by-context.png"
+            result = dict(model=model, machine=info, **context(folder, config, args.llama_cpp, figure, info))
             print(context_report(result["tokens_per_s"], CONTEXTS, info))
             if "reason" in result["llama_cpp"] and result["llama_cpp"]["reason"]:
                 print(f"llama.cpp Q8_0: not measured: {result['llama_cpp']['reason']}.")
             path = args.json or CACHE / "bench-context.json"
             path.write_text(json.dumps(result, indent=1))
-            print(f"\nFigure drawn in {shown(args.figure)}; figures written to {shown(path)}")
+            print(f"\nFigure drawn in {shown(figure)}; figures written to {shown(path)}")
             return 0
         result = dict(model=model, repeats=plan.repeats, plan=asdict(plan), machine=machine(),
                       **measure(folder, config, plan, args.llama_cpp))

@@ -141,13 +141,14 @@ async def _request(client, prompt: list[int], new_tokens: int) -> Run:
     stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=new_tokens, temperature=0,
                                              stream=True, stream_options={"include_usage": True},
                                              extra_body={"ignore_eos": True})
-    async for chunk in stream:
-        if chunk.choices and chunk.choices[0].text:
+    async for chunk in stream:  # a chunk a token (its text may be empty: a part of a character, an id past
+        # the tokenizer's), and a last one that only says why it stopped
+        if chunk.choices and (chunk.choices[0].text or chunk.choices[0].finish_reason is None):
             times.append(time.perf_counter())
             text.append(chunk.choices[0].text)
         if chunk.usage is not None:
             tokens = chunk.usage.completion_tokens
-    return Run(sent, times, "".join(text), tokens)
+    return Run(sent, times, "".join(text), tokens or len(times))  # a server without usage: a token a chunk
 
 
 async def _served_level(url: str, streams: int, requests: list[list[int]], new_tokens: int

@@ -1,0 +1,221 @@
+"""`python -m bench --serve --fast`: step 18's server against step 14's, llama.cpp's own and transformers', the same
+requests to each, in one run.
+
+    step 18       solution 18 behind `max serve` (`serve --fast`): paged FlashAttention and batched int8 products
+    step 14       solution 14 behind `max serve`: MAX's attention, float32 matmuls
+    llama.cpp     `llama-server` (--llama-server BINARY) on the same checkpoint as GGUF Q8_0 (converted with the
+                  llama.cpp tree given as --llama-cpp SOURCE), --parallel 16, continuous batching, a thread a CPU
+    transformers  GPT2LMHeadModel.generate, `streams` prompts in one batch (bench/serve.py's)
+
+At each number of streams S and prompt length P: a warm-up round of S requests, then 2 x S requests, S in flight at
+any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones, greedy, no EOS stop; tokens/s,
+time to first token p50 and per-token p99 (bench/serve.py's summary). Every served text is compared with
+transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
+the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
+reported, not required). The peak resident memory of each server's process tree is read after the 16-stream level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.llama import convert
+from bench.serve import prompts, served_level, transformers_level, whole_characters
+from runtime.paths import REPO, shown
+from runtime.server import Server, free_port, same_text
+
+# torch, transformers and matplotlib are imported inside the functions that use them: importing them takes seconds.
+
+
+@dataclass(frozen=True)
+class Load:
+    streams: tuple[int, ...]
+    prompt_tokens: tuple[int, ...]
+    new_tokens: int
+
+
+FULL = Load(streams=(1, 4, 16, 32), prompt_tokens=(32, 512), new_tokens=64)
+TINY = Load(streams=(1, 2), prompt_tokens=(8,), new_tokens=8)  # the machinery, quickly
+PARALLEL = 16  # llama-server's slots
+MEMORY_AT = 16  # the level after which each server's peak memory is read
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The largest peak resident memory (VmHWM) of `pid` and its descendants, in MB."""
+    peaks, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            peaks += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM")]
+            todo += [int(c) for t in Path(f"/proc/{p}/task").iterdir()
+                     for c in (t / "children").read_text().split()]
+        except OSError:
+            continue
+    return max(peaks, default=float("nan"))
+
+
+@contextmanager
+def llama_server(binary: Path, gguf: Path, context: int):
+    """llama-server on 127.0.0.1, a free port, PARALLEL slots of `context` positions each: (url, pid)."""
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+    process = subprocess.Popen([str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+                                "--parallel", str(PARALLEL), "-c", str(PARALLEL * context), "--threads",
+                                str(os.cpu_count()), "--cont-batching"], stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.5)
+            if process.poll() is not None:
+                raise RuntimeError(f"llama-server stopped: {Path(log.name).read_text()[-2000:]}")
+        yield url, process.pid
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _levels(url: str, pid: int, load: Load, work: dict, expected: dict, tokenizer) -> tuple[list[dict], float]:
+    """Every (prompt length, streams) level against one server, and its peak memory after MEMORY_AT streams."""
+    rows, memory = [], float("nan")
+    for length in load.prompt_tokens:
+        for s in load.streams:
+            summary, runs = served_level(url, s, work[length, s], load.new_tokens)
+            same = sum(same_text(r.text, tokenizer.decode(e, skip_special_tokens=True))
+                       for r, e in zip(runs, expected[length, s]))
+            rows.append(dict(prompt_tokens=length, streams=s, same_text=same, **summary))
+            print(f"  {length}-token prompts, {s} streams: {summary['tokens_per_s']:.1f} tokens/s", file=sys.stderr,
+                  flush=True)
+            if s == MEMORY_AT:
+                memory = peak_rss_mb(pid)
+    return rows, memory
+
+
+def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) -> dict:
+    """Every figure: transformers, then each server in turn, the same requests to each."""
+    import torch
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])
+    ids = whole_characters(tokenizer, vocab)
+    work = {(length, s): prompts(ids, 3 * s, length, seed=length * 100 + s)
+            for length in load.prompt_tokens for s in load.streams}
+    torch.set_grad_enabled(False)
+    hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
+    results, expected = {"transformers": []}, {}
+    for (length, s), requests in work.items():
+        transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
+        rest = requests[s:]
+        summary, new = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
+                                          load.new_tokens)
+        expected[length, s] = new
+        results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **summary))
+        print(f"transformers, {length}-token prompts, {s} streams: {summary['tokens_per_s']:.1f} tokens/s",
+              file=sys.stderr, flush=True)
+    del hf
+    memory = {}
+    batch = max(load.streams)
+    for name, step in (("step 18", "18"), ("step 14", "14")):
+        print(f"{name} under max serve:", file=sys.stderr, flush=True)
+        with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=batch) as server:
+            results[name], memory[name] = _levels(server.url, server.process.pid, load, work, expected, tokenizer)
+    llama = {"reason": None}
+    if source is None or binary is None or not Path(binary).is_file():
+        llama["reason"] = "give --llama-cpp SOURCE (a llama.cpp tree) and --llama-server BINARY"
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            gguf = convert(checkpoint.path, source, Path(tmp))
+            print("llama.cpp's llama-server:", file=sys.stderr, flush=True)
+            with llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8) as (url, pid):
+                results["llama.cpp"], memory["llama.cpp"] = _levels(url, pid, load, work, expected, tokenizer)
+    return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama)
+
+
+def report(result: dict) -> str:
+    m, load = result["machine"], result["load"]
+    names = [n for n in ("step 18", "step 14", "llama.cpp", "transformers") if n in result["results"]]
+    lines = [f"{m['processor']} ({', '.join(m['vector_extensions']) or 'no vector extensions listed'}), {m['cpus']} "
+             f"CPUs; {result['model']}",
+             f"Each request: its prompt's ids, {load['new_tokens']} new tokens, greedy; a warm-up round, then 2 x "
+             "streams requests, streams in flight", "",
+             "| prompt | streams | " + " | ".join(f"{n} tokens/s" for n in names) + " | step 18 / llama.cpp | "
+             "step 18 / transformers | TTFT p50 (ms) | per-token p99 (ms) |",
+             "| --- " * (len(names) + 6) + "|"]
+    table = {n: {(r["prompt_tokens"], r["streams"]): r for r in result["results"][n]} for n in names}
+    for key in table["step 18"]:
+        row = {n: table[n].get(key) for n in names}
+
+        def ratio(a, b):
+            return f"{row[a]['tokens_per_s'] / row[b]['tokens_per_s']:.2f}x" if row.get(a) and row.get(b) else "-"
+
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(f"{row[n]['tokens_per_s']:.1f}" if row[n] else "-"
+                                                            for n in names)
+                     + f" | {ratio('step 18', 'llama.cpp')} | {ratio('step 18', 'transformers')} | "
+                     + " / ".join(f"{row[n]['ttft_p50_ms']:.0f}" for n in names if row[n]) + " | "
+                     + " / ".join(f"{row[n]['token_p99_ms']:.0f}" for n in names if row[n]) + " |")
+    lines += ["", "TTFT and per-token columns: " + " / ".join(names) + ".",
+              "Peak resident memory after the 16-stream level: " + ", ".join(
+                  f"{n} {mb:.0f} MB" for n, mb in result["memory_mb"].items()) + "."]
+    for n in names[:-1]:
+        same = sum(r["same_text"] for r in result["results"][n])
+        total = sum(r["requests"] for r in result["results"][n])
+        lines.append(f"{n}: {same} of {total} texts equal transformers' float32 greedy ids decoded"
+                     + (" (on a stand-in, llama.cpp's GGUF holds only the tokenizer's ids as text: the others come "
+                        "back empty)" if n == "llama.cpp" and "SYNTHETIC" in result["model"] else "") + ".")
+    if result["llama_cpp"]["reason"]:
+        lines.append(f"llama.cpp: not measured: {result['llama_cpp']['reason']}.")
+    return "\n".join(lines)
+
+
+def draw(result: dict, path: Path) -> None:
+    """tokens/s against streams, a line per server, a panel per prompt length."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = result["load"]["prompt_tokens"]
+    fig, axes = plt.subplots(1, len(lengths), figsize=(5 * len(lengths), 3.6), squeeze=False)
+    for ax, length in zip(axes[0], lengths):
+        for name, rows in result["results"].items():
+            points = [(r["streams"], r["tokens_per_s"]) for r in rows if r["prompt_tokens"] == length]
+            ax.plot(*zip(*points), marker="o", label=name)
+        ax.set(xscale="log", xlabel="concurrent streams", ylabel="tokens/s", title=f"prompts of {length} tokens")
+        ax.set_xticks(result["load"]["streams"], [str(s) for s in result["load"]["streams"]])
+        ax.grid(alpha=0.3)
+    axes[0][0].legend()
+    fig.suptitle(result["machine"]["processor"], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(checkpoint, machine: dict, json_path: Path, figure: Path, load: Load, source: Path | None,
+         binary: Path | None) -> int:
+    result = dict(model=checkpoint.describe(), machine=machine, **measure(checkpoint, load, source, binary))
+    print(report(result))
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=1))
+    draw(result, figure)
+    print(f"\nFigures written to {shown(json_path)}; drawn in {shown(figure)}")
+    return 0
