@@ -228,4 +228,23 @@ STYLES: dict[str, dict[str, tuple]] = {
             "        logits = model(Tensor.from_dlpack(ids), Tensor.from_dlpack(np.array([past], np.int64)), "
             "*cache)\n"),
     },
+    "18": {
+        "each block's four Linears named, not found by walking the modules": (
+            "        for _, module in [(\"\", self.transformer), *self.transformer.descendants]:\n"
+            "            for name, child in list(module.children):\n"
+            "                if isinstance(child, Linear):\n"
+            "                    setattr(module, name, BatchedQ8Linear(child))\n",
+            "        for block in self.transformer.h:\n"
+            "            block.attn.c_attn, block.attn.c_proj = "
+            "BatchedQ8Linear(block.attn.c_attn), BatchedQ8Linear(block.attn.c_proj)\n"
+            "            block.mlp.c_fc, block.mlp.c_proj = "
+            "BatchedQ8Linear(block.mlp.c_fc), BatchedQ8Linear(block.mlp.c_proj)\n"),
+        "the rows asked for gathered after ln_f, not before": (
+            "        chosen = t.ln_f(F.gather(x, rows, axis=0))  # [R, C]",
+            "        chosen = F.gather(t.ln_f(x), rows, axis=0)  # [R, C]: ln_f is per row"),
+        "q, k and v sliced out of c_attn's output, not split": (
+            "            q, k, v = F.split(attn.c_attn(block.ln_1(x)), [attn.split_size] * 3, axis=-1)  # [T, C] each",
+            "            qkv, width = attn.c_attn(block.ln_1(x)), attn.split_size  # [T, 3C]\n"
+            "            q, k, v = qkv[:, :width], qkv[:, width:2 * width], qkv[:, 2 * width:]"),
+    },
 }
