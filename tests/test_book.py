@@ -143,10 +143,10 @@ def test_page_names_only_what_exists(page):
 
 
 def test_the_name_check_catches_a_wrong_page():
-    wrong = ("Run `pixi run s18`, edit `steps/step_18.py`, call `F.not_an_op`, subclass `GPT2Nope`, "
+    wrong = ("Run `pixi run s19`, edit `steps/step_19.py`, call `F.not_an_op`, subclass `GPT2Nope`, "
              "use `GPT2MultiHeadAttention._missing`, `python -m checker.nothing`, then `causal_masks(3, 0)`.")
     assert unknown_names(wrong, _defined(), _max_names()) == [
-        "pixi run s18", "steps/step_18.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
+        "pixi run s19", "steps/step_19.py", "F.not_an_op", "GPT2Nope", "GPT2MultiHeadAttention._missing",
         "python -m checker.nothing", "causal_masks(3, 0)"]
 
 
