@@ -19,6 +19,7 @@ from checker.steps.step18.reference import (
     positions,
     product_cases,
     stored,
+    stored_at,
 )
 from tests.conftest import add_kernel, assert_passes_with_margin, mutate, solution_source
 
@@ -150,3 +151,15 @@ def test_a_model_off_outside_the_kernels_is_placed_at_its_piece(checkpoints, ste
     part = report.part("paged model")
     assert report.part("attention").status == PASS and part.status == FAIL, report.render()
     assert "the embeddings" in _said(part) and "int8 table" in _said(part), report.render()
+
+
+def test_stores_at_the_rows_batch_index_are_told_by_the_pool():
+    """A kernel that stores row r at cache_lengths[b] + r (the request's first row not subtracted), nobody
+    catalogued: the pool says so."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        request, position = positions(offsets, cl)
+        after = stored_at(k, v, blocks, lookup, request, cl[request].astype(np.int64) + np.arange(len(request)))
+        after = stored(k, v, blocks, cl, lookup, offsets) if after is None else after
+        return causal(q, after, cl, lookup, offsets), after
+    part = judge(INPUTS, _results(compute))
+    assert part.status == FAIL and "input_row_offsets[b] not subtracted" in _said(part), _said(part)

@@ -33,11 +33,13 @@ HINTS: dict[str, list[str]] = {
                     "c_attn(ln_1(x))) reshaped [T, H, D], x += c_proj(paged_flash_attention(..., i) reshaped "
                     "[T, C]); x += mlp(ln_2(x)); logits = matmul_q8(ln_f(gather(x, rows)), head q, head scales)."],
     "served": ["GPT2PagedQ8 is step 14's GPT2Paged with your kernels: paged_flash_attention for each block's "
-               "attention, every Linear a BatchedQ8Linear (matmul_q8), and the tied head int8 too.",
+               "attention, every Linear's product matmul_q8 on its quantised weight, and wte int8 for the head and "
+               "the embedding's rows alike.",
                "forward(tokens, kv_collection, input_row_offsets, rows): the rows are the ones whose logits the "
                f"server wants; gather them ({api('F.gather')}) after the last block, then ln_f and the head.",
-               "The server runs every block: look at what changes with the block (its layer index) and at the "
-               "weights each BatchedQ8Linear quantises."],
+               "The server runs every block, where the paged model part ran two: look at what changes with the block "
+               "(its layer index), at the weights each Linear quantises, and at the embedding (the int8 table's "
+               "rows, as the head reads them)."],
 }
 
 SOURCES: dict[str, str] = {"attention": "paged_flash_attention", "products": "matmul_q8",

@@ -19,7 +19,7 @@ import numpy as np
 
 from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read
 from checker.reporting.compare import ranges
-from checker.steps.step18.reference import KERNEL, attend, kernel_cases, positions, stored
+from checker.steps.step18.reference import KERNEL, attend, kernel_cases, positions, stored, stored_at
 
 AXES = ("row", "head", "")
 
@@ -105,6 +105,17 @@ def variants(inputs: dict) -> list[Variant]:
     ]
 
 
+# Where a kernel may store row r's key and value instead of its position p = cache_lengths[b] + i (i = r's index
+# in its request): (what it did, the position it used, from p, r and the cache length)
+STORES = [
+    ("each row's position were cache_lengths[b] + r, r its index in the whole batch: input_row_offsets[b] not "
+     "subtracted", lambda p, r, c: c + r),
+    ("each row's position were one past its own (cache_lengths[b] + i + 1)", lambda p, r, c: p + 1),
+    ("each row's position were one before its own (cache_lengths[b] + i - 1): over the last cached position",
+     lambda p, r, c: p - 1),
+]
+
+
 def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> list[str]:
     """What is wrong with the pool the kernel left on one case (its first run), read by where it differs: [] when
     it equals `want`."""
@@ -120,6 +131,10 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
         lines.append(f"another layer's keys or values changed: the call stores into layer {lay} (blocks[page, 0 or 1, "
                      "layer, slot]) and no other")
     request, position = positions(offsets, cl)
+    rows = np.arange(len(request))
+    for says, moved in STORES:
+        if np.array_equal(got, stored_at(k, v, blocks, lookup, request, moved(position, rows, cl[request]), lay)):
+            return [*lines, f"the new keys and values were stored as if {says}"]
     page = lookup[request, position // P].astype(np.int64)
     keys, values = got[page, 0, lay, position % P], got[page, 1, lay, position % P]  # [T, H, D] where they belong
     if len(request) and np.array_equal(keys, v) and np.array_equal(values, k) and not np.array_equal(k, v):

@@ -56,8 +56,9 @@ def kernel_cases() -> list[Case]:
         Case("two requests sharing their first 2 pages", (40, 36), (5, 3), 16, 2, shared=2),
         Case("pages of 32: three chunks and a decode", (0, 5, 31, 64), (9, 40, 2, 1), 32, 3),
         Case("GPT-2's 12 heads: two decodes and a prompt, pages of 128", (130, 7, 0), (1, 1, 12), 128, 12),
-        Case("one head decoding after 300: its keys split across threads", (300,), (1,), 16, 1),
-        Case("one head decoding its first position: fewer keys than splits", (0,), (1,), 16, 1),
+        Case("one head decoding after 300 cached (a kernel that splits a head's keys across idle threads splits "
+             "here)", (300,), (1,), 16, 1),
+        Case("one head decoding its first position (split, fewer keys than threads)", (0,), (1,), 16, 1),
     ]
 
 
@@ -111,9 +112,16 @@ def gathered(blocks: np.ndarray, lookup: np.ndarray, b: int, count: int, kv: int
 
 def stored(k, v, blocks, cache_lengths, lookup, offsets, layer=LAYER) -> np.ndarray:
     """The pool after the new rows' keys and values are written at their positions (nothing else changes)."""
-    after = blocks.copy()
-    request, position = positions(offsets, cache_lengths)
+    return stored_at(k, v, blocks, lookup, *positions(offsets, cache_lengths), layer)
+
+
+def stored_at(k, v, blocks, lookup, request, position, layer=LAYER) -> np.ndarray | None:
+    """The pool after each row's key and value are written at `position` [T] of its `request` [T]; None when a
+    position is outside its request's page table."""
     P = blocks.shape[3]
+    if (position < 0).any() or (position // P >= lookup.shape[1]).any():
+        return None
+    after = blocks.copy()
     page = lookup[request, position // P].astype(np.int64)
     after[page, 0, layer, position % P] = k
     after[page, 1, layer, position % P] = v
@@ -155,8 +163,9 @@ def expected(q, k, v, blocks, cache_lengths, lookup, offsets, layer) -> tuple[np
 
 
 def product_cases() -> list[tuple[str, int, int, int]]:
-    """(name, M, K, N): M = 1, 2, 7, 16, 64 rows on GPT-2's shapes (c_attn, c_proj, the MLP's two), and K no
-    multiple of 32 (a partial last block)."""
+    """(name, M, K, N): M = 1, 2, 7, 16, 64 rows on GPT-2's shapes (c_attn, c_proj, the MLP's two, the tied head's
+    50257 rows), and K no multiple of 32 (a partial last block)."""
     return [("M=1, c_attn 768 -> 2304", 1, 768, 2304), ("M=2, attention's c_proj 768 -> 768", 2, 768, 768),
             ("M=7, mlp.c_proj 3072 -> 768", 7, 3072, 768), ("M=16, mlp.c_fc 768 -> 3072", 16, 768, 3072),
-            ("M=64, c_attn 768 -> 2304", 64, 768, 2304), ("M=5, K=100 (a last block of 4), N=13", 5, 100, 13)]
+            ("M=64, c_attn 768 -> 2304", 64, 768, 2304), ("M=5, K=100 (a last block of 4), N=13", 5, 100, 13),
+            ("M=16, the head 768 -> 50257 (N odd)", 16, 768, 50257)]
