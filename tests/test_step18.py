@@ -163,3 +163,15 @@ def test_stores_at_the_rows_batch_index_are_told_by_the_pool():
         return causal(q, after, cl, lookup, offsets), after
     part = judge(INPUTS, _results(compute))
     assert part.status == FAIL and "input_row_offsets[b] not subtracted" in _said(part), _said(part)
+
+
+def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race_on():
+    """Another request's page table: rows of two requests store into the same slots at once, so one case comes out
+    different from run to run; the mistake still explains every other case, and is named beside the race."""
+    mistake = next(m for m in CATALOGUE if m.id == "other-request-pages")
+    results = _results(mistake.compute)
+    raced = "a decode row beside a 100-row chunk"
+    results[raced] = results[raced].copy()
+    results[raced][1] += 1.0  # the second run differs
+    part = judge(INPUTS, results)
+    assert part.mistake is mistake and "different outputs in 3 runs" in _said(part), _said(part)

@@ -59,10 +59,15 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     raced = [name for name in names if any(not np.array_equal(r, results[key][0], equal_nan=True)
                                            for key in (name, f"{name}#3") for r in results[key][1:])]
     if raced:
-        return Part("attention", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
-                    ["two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the "
-                     "pool), or a task reads a key another has not stored yet: store every new key and value first, "
-                     "in a pass of their own, then attend; give each task its own outputs"])
+        summary = f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}"
+        race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool), "
+                "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
+                "their own, then attend; give each task its own outputs")
+        steady = [name for name in names if name not in raced]
+        if 2 * len(steady) >= len(names) and (named := _named(inputs, results, steady)) is not None:
+            # a mistake that explains every case it does not race on: its stores collide where it races
+            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}"], named)
+        return Part("attention", FAIL, summary, [race])
     pools = {name: pool_problems(inputs[name], results[f"{name}#3"][0], wants[name][1]) for name in names}
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[], tol=KERNEL)
                 for name in names}
@@ -88,9 +93,10 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                 verdicts[first].margin)
 
 
-def _named(inputs: dict, results: dict):
-    """The catalogued mistake whose output and pool equal the learner's on every case, or None."""
-    names = [case.name for case in kernel_cases()]
+def _named(inputs: dict, results: dict, names: list[str] | None = None):
+    """The catalogued mistake whose output and pool equal the learner's on every case (of `names`, all by
+    default), or None."""
+    names = names or [case.name for case in kernel_cases()]
     for mistake in CATALOGUE:
         def matches(name):
             out, pool = mistake.compute(*inputs[name])
