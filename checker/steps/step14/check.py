@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from checker.reporting.compare import EXACT, WHOLE_MODEL, compare
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.paged import NotStoodIn, PagedCache, standing_in
 from checker.steps.step14.mistakes import MISTAKES, ROW_MISTAKES
-from checker.steps.step14.paged import compile_probed, paged_params, place, rows_differ, run_scenario
+from checker.steps.step14.paged import compile_probed, learner_paged, paged_params, place, rows_differ, run_scenario
 from checker.steps.step14.reference import (
     PAGED_LAYERS,
     SCENARIO,
@@ -54,7 +53,6 @@ from checker.steps.step14.served import served_part
 from runtime import learner
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
-from runtime.loading import stored_tensors
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
@@ -140,20 +138,6 @@ def _last_rows_part(run: StepRun, last_rows_fn) -> Part:
     return run.add(part)
 
 
-def _learner_paged(run: StepRun, GPT2Paged, eleven, config, checkpoint: Checkpoint, kv_params):
-    """The learner's GPT2Paged around their step 11 model, built with PAGED_LAYERS blocks and loaded by
-    their load_hf_weights with those blocks' tensors."""
-    from max.experimental import functional as F
-
-    small = SimpleNamespace(**{**vars(config), "n_layer": PAGED_LAYERS})
-    tensors = {n: v for n, v in stored_tensors(checkpoint).items()
-               if ".h." not in n or int(n.split(".h.")[1].split(".")[0]) < PAGED_LAYERS}
-    with F.lazy():
-        model = run.call(eleven.GPT2LMHeadModel, small)
-    run.call(eleven.load_hf_weights, model, tensors)
-    return run.call(GPT2Paged, model, kv_params)
-
-
 def run_eagerly(paged, modules, config, tokens: dict[str, list[int]]):
     """SCENARIO op by op, MAX's paged-cache kernels stood in for by checker.running.paged: as run_scenario,
     per batch every row's logits [rows, V] and the recorded pieces, and their names (Probed); None where
@@ -191,7 +175,7 @@ def _model_part(run: StepRun, GPT2Paged, eleven, step, config, checkpoint: Check
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
     try:
-        paged = _learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
+        paged = learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
     limits = learner.limits_hit()

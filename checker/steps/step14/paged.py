@@ -5,11 +5,14 @@ differs from Hugging Face's (place).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from checker.diagnosis.stream import first_difference, recording, row_margins
 from checker.reporting.compare import CORRECT_MARGIN
 from checker.steps.step14.reference import PAGE_SIZE, PAGED_LAYERS, SCENARIO
+from runtime.loading import stored_tensors
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
@@ -21,6 +24,20 @@ def paged_params(config, layers: int):
 
     return MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
                             num_layers=layers, page_size=PAGE_SIZE, devices=[DeviceRef.CPU()])
+
+
+def learner_paged(run, GPT2Paged, eleven, config, checkpoint, kv_params):
+    """The learner's GPT2Paged (or step 18's GPT2PagedQ8) around their step 11 model, built with PAGED_LAYERS
+    blocks and loaded by their load_hf_weights with those blocks' tensors."""
+    from max.experimental import functional as F
+
+    small = SimpleNamespace(**{**vars(config), "n_layer": PAGED_LAYERS})
+    tensors = {n: v for n, v in stored_tensors(checkpoint).items()
+               if ".h." not in n or int(n.split(".h.")[1].split(".")[0]) < PAGED_LAYERS}
+    with F.lazy():
+        model = run.call(eleven.GPT2LMHeadModel, small)
+    run.call(eleven.load_hf_weights, model, tensors)
+    return run.call(GPT2Paged, model, kv_params)
 
 
 class Probed:

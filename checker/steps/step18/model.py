@@ -8,7 +8,6 @@ attention or MLP half, ln_f, the head), from what its LayerNorms and MLPs were h
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from checker.diagnosis.stream import first_difference, row_margins
 from checker.harness.runner import StepRun
 from checker.reporting.compare import WHOLE_MODEL, compare
 from checker.reporting.report import FAIL, Part
-from checker.steps.step14.paged import compile_probed, off_rows, paged_params, rows_differ, run_scenario
+from checker.steps.step14.paged import compile_probed, learner_paged, off_rows, paged_params, rows_differ, run_scenario
 from checker.steps.step14.reference import (
     PAGED_LAYERS,
     SCENARIO,
@@ -28,7 +27,6 @@ from checker.steps.step14.reference import (
 )
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
-from runtime.loading import stored_tensors
 from runtime.quantize import dequantize_hf
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
@@ -57,21 +55,13 @@ def every_row(paged):
 
 
 def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Part:
-    from max.experimental import functional as F
-
     config = checkpoint.learner_config()
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
-    small = SimpleNamespace(**{**vars(config), "n_layer": PAGED_LAYERS})
-    tensors = {n: v for n, v in stored_tensors(checkpoint).items()
-               if ".h." not in n or int(n.split(".h.")[1].split(".")[0]) < PAGED_LAYERS}
     print(f"(compiling your GPT2PagedQ8 ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
-        with F.lazy():
-            model = run.call(eleven.GPT2LMHeadModel, small)
-        run.call(eleven.load_hf_weights, model, tensors)
-        paged = run.call(GPT2PagedQ8, model, kv_params)
+        paged = learner_paged(run, GPT2PagedQ8, eleven, config, checkpoint, kv_params)
         compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
