@@ -129,6 +129,17 @@ def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
     assert part.status == FAIL and "last M % 4 rows" in _said(part), _said(part)
 
 
+def test_outputs_that_change_between_runs_are_placed():
+    """A row of x a loop leaves out keeps what the memory held: different every run, placed by its indices."""
+    inputs = product_arrays()
+    results = {name: np.stack([_product(*inputs[name]).astype(np.float32)] * REPEATS) for name, *_ in product_cases()}
+    name, M, K, N = next(c for c in product_cases() if c[1] % 4 == 1 and c[1] > 4)
+    results[name][:, M - 1] = np.random.default_rng(0).standard_normal((REPEATS, N))  # the last row: leftovers
+    part = judge_products(inputs, results)
+    assert part.status == FAIL and "different outputs" in part.summary, _said(part)
+    assert f"rows of x {M - 1} (of {M}), every output" in _said(part), _said(part)
+
+
 @pytest.mark.heavy
 def test_solution_passes_with_margin_and_serves(checkpoints, record_property, step_folder):
     path = step_folder / "step_18.py"

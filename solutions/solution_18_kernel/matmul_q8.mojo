@@ -5,18 +5,30 @@ int8 (a Linear's weight, [out, in], step 16's format), scales [N, KB] float32 (K
 b [N], y [M, N]. w[n, k] = q[n, k] * scales[n, k // BLOCK].
 
 Step 16's kernel reads q's row n once per row of x: sixteen decoding requests read every weight sixteen
-times. Here a task owns NT rows of q (a tile that stays in the core's cache) and runs every row of x
-past it, `group` by `group`: NR rows of q and mr rows of x (4, or the 1-3 left over), a block of the NR
-rows' weights turned into floats times their scale once and multiplied into the mr rows of x, mr * NR
-sums kept in registers. The weights come from memory once per call, whatever M is; each block asks for
-the bytes AHEAD further along its row (a prefetch), as step 16's kernel does.
+times. Here the rows of q are cut into tiles of NT rows (a tile stays in the core's cache), and every row
+of x passes each tile, one of three ways by M:
+
+- M < MR (one to three decoding requests): `row`, step 16's stream: each row of q read from start to
+  end once, for every row of x; a block's sums scaled once.
+- MR <= M < PACK_FROM: `group` by `group`: NR rows of q and mr rows of x (4, or the 1-3 left over); a
+  block of the NR rows' weights turned into floats times their scale, then multiplied into the mr rows
+  of x, mr * NR sums kept in registers.
+- M >= PACK_FROM (a batch of many requests, a prompt): the tile turned into floats once (`unpack`),
+  then `packed_group` by `packed_group` over it, the float products alone in the inner loop: a weight
+  turned into a float once per call, not once per four rows of x.
+
+The weights come from memory once per call, whatever M is; each block asks for the bytes AHEAD further
+along its row (a prefetch), as step 16's kernel does. A task runs a run of tiles, TASKS_PER_CORE tasks
+per core: starting a task costs more than a 32-row tile of a decode's work.
 """
 
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from max.algorithm import sync_parallelize
 from max.gpu.host import DeviceContext
+from std.memory import alloc
 from std.sys import simd_width_of
+from std.sys.info import num_logical_cores
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
 comptime BLOCK = 32  # columns of q that share one scale
@@ -26,6 +38,8 @@ comptime MR = 4  # rows of x at a time (a last group of fewer)
 comptime NR = 4  # rows of q at a time (the last rows of q repeated past N, their sums dropped)
 comptime NT = 32  # rows of q per task: its tile stays in the core's cache while every row of x passes
 comptime AHEAD = 1024  # bytes of q asked for before they are read
+comptime TASKS_PER_CORE = 4  # a task runs several tiles: a task's start costs more than a small tile's work
+comptime PACK_FROM = 12  # from this many rows of x on, a task turns its tile into floats once for them all
 
 
 @always_inline
@@ -62,6 +76,72 @@ def group[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xp: UnsafePointer[F
                 yp[unsafe_offset=m * N + n] = s + bp[unsafe_offset=n]
 
 
+@always_inline
+def row[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xp: UnsafePointer[Float32, ImmutAnyOrigin],
+                 qp: UnsafePointer[Int8, ImmutAnyOrigin], sp: UnsafePointer[Float32, ImmutAnyOrigin],
+                 bp: UnsafePointer[Float32, ImmutAnyOrigin], n: Int, K: Int, N: Int, KB: Int):
+    """y[0 .. mr, n]: row n of q read once, from start to end, for the mr (1-3) rows of x: step 16's stream."""
+    var acc = Array[SIMD[DType.float32, W], mr](fill=0)
+    var whole = K // BLOCK
+    for j in range(whole):
+        var k = j * BLOCK
+        prefetch[PrefetchOptions().for_read().high_locality()](qp + n * K + k + 4 * AHEAD)
+        var w = Array[SIMD[DType.float32, W], BV](fill=0)
+        comptime for c in range(BV):
+            w[c] = qp.unsafe_load[width=W](n * K + k + c * W).cast[DType.float32]()
+        var s = SIMD[DType.float32, W](sp[unsafe_offset=n * KB + j])
+        comptime for i in range(mr):
+            var block = w[0] * xp.unsafe_load[width=W](i * K + k)
+            comptime for c in range(1, BV):
+                block = w[c].fma(xp.unsafe_load[width=W](i * K + k + c * W), block)
+            acc[i] = block.fma(s, acc[i])
+    comptime for i in range(mr):
+        var t = acc[i].reduce_add()
+        for kk in range(whole * BLOCK, K):
+            t += qp[unsafe_offset=n * K + kk].cast[DType.float32]() * xp[unsafe_offset=i * K + kk] * sp[
+                unsafe_offset=n * KB + whole]
+        yp[unsafe_offset=i * N + n] = t + bp[unsafe_offset=n]
+
+
+@always_inline
+def unpack(wp: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
+           sp: UnsafePointer[Float32, ImmutAnyOrigin], n: Int, K: Int, KB: Int):
+    """Row n of q as floats: wp[k] = q[n, k] * scales[n, k // BLOCK]."""
+    var whole = K // BLOCK
+    for j in range(whole):
+        var k = j * BLOCK
+        prefetch[PrefetchOptions().for_read().high_locality()](qp + n * K + k + AHEAD)
+        var s = SIMD[DType.float32, W](sp[unsafe_offset=n * KB + j])
+        comptime for c in range(BV):
+            wp.unsafe_store(k + c * W, qp.unsafe_load[width=W](n * K + k + c * W).cast[DType.float32]() * s)
+    for k in range(whole * BLOCK, K):
+        wp[unsafe_offset=k] = qp[unsafe_offset=n * K + k].cast[DType.float32]() * sp[unsafe_offset=n * KB + whole]
+
+
+@always_inline
+def packed_group[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xp: UnsafePointer[Float32, ImmutAnyOrigin],
+                          wp: UnsafePointer[Float32, MutUntrackedOrigin], bp: UnsafePointer[Float32, ImmutAnyOrigin],
+                          m0: Int, n0: Int, rows: Int, K: Int, N: Int):
+    """y[m0 .. m0 + mr, n0 .. n0 + NR] from the tile's float rows (wp: `rows` rows of K, row 0 is n0's)."""
+    var acc = Array[SIMD[DType.float32, W], mr * NR](fill=0)
+    var vectors = K // W
+    for v in range(vectors):
+        var k = v * W
+        comptime for i in range(mr):
+            var xv = xp.unsafe_load[width=W]((m0 + i) * K + k)
+            comptime for r in range(NR):
+                var w = wp.unsafe_load[width=W](min(r, rows - 1) * K + k)
+                acc[i * NR + r] = w.fma(xv, acc[i * NR + r])
+    comptime for i in range(mr):
+        comptime for r in range(NR):
+            var m, n = m0 + i, n0 + r
+            if r < rows:
+                var s = acc[i * NR + r].reduce_add()
+                for k in range(vectors * W, K):
+                    s += wp[unsafe_offset=r * K + k] * xp[unsafe_offset=m * K + k]
+                yp[unsafe_offset=m * N + n] = s + bp[unsafe_offset=n]
+
+
 @extensibility.register("gpt2_matmul_q8")
 struct GPT2MatmulQ8:
     """The custom op: y[m, n] = sum_k x[m, k] * q[n, k] * scales[n, k // BLOCK] + b[n]."""
@@ -81,6 +161,26 @@ struct GPT2MatmulQ8:
         if q.dim_size(1) != K or KB != (K + BLOCK - 1) // BLOCK or scales.dim_size(0) != N or b.dim_size(0) != N:
             raise Error("x [M, K], q [N, K], scales [N, ceil(K / 32)], b [N]: the shapes disagree")
 
+        def packed_tile(t: Int) {imm}:
+            var n_lo, n_hi = t * NT, min((t + 1) * NT, N)
+            var wp = alloc[Float32]((n_hi - n_lo) * K)
+            for n in range(n_lo, n_hi):
+                unpack(wp + (n - n_lo) * K, qp, sp, n, K, KB)
+            var m0 = 0
+            while m0 + MR <= M:
+                for n0 in range(n_lo, n_hi, NR):
+                    packed_group[MR](yp, xp, wp + (n0 - n_lo) * K, bp, m0, n0, min(NR, n_hi - n0), K, N)
+                m0 += MR
+            for n0 in range(n_lo, n_hi, NR):
+                var rows = min(NR, n_hi - n0)
+                if M - m0 == 3:
+                    packed_group[3](yp, xp, wp + (n0 - n_lo) * K, bp, m0, n0, rows, K, N)
+                elif M - m0 == 2:
+                    packed_group[2](yp, xp, wp + (n0 - n_lo) * K, bp, m0, n0, rows, K, N)
+                elif M - m0 == 1:
+                    packed_group[1](yp, xp, wp + (n0 - n_lo) * K, bp, m0, n0, rows, K, N)
+            wp.free()
+
         def tile(t: Int) {imm}:
             for n0 in range(t * NT, min((t + 1) * NT, N), NR):
                 var m0 = 0
@@ -94,4 +194,26 @@ struct GPT2MatmulQ8:
                 elif M - m0 == 1:
                     group[1](yp, xp, qp, sp, bp, m0, n0, M, K, N, KB)
 
-        sync_parallelize(tile, (N + NT - 1) // NT)
+        def stream(t: Int) {imm}:
+            for n in range(t * NT, min((t + 1) * NT, N)):
+                if M == 1:
+                    row[1](yp, xp, qp, sp, bp, n, K, N, KB)
+                elif M == 2:
+                    row[2](yp, xp, qp, sp, bp, n, K, N, KB)
+                else:
+                    row[3](yp, xp, qp, sp, bp, n, K, N, KB)
+
+        var tiles = (N + NT - 1) // NT
+        var tasks = min(tiles, TASKS_PER_CORE * num_logical_cores())
+        var per_task = (tiles + tasks - 1) // tasks
+
+        def run(task: Int) {imm}:
+            for t in range(task * per_task, min((task + 1) * per_task, tiles)):
+                if M < MR:
+                    stream(t)
+                elif M >= PACK_FROM:
+                    packed_tile(t)
+                else:
+                    tile(t)
+
+        sync_parallelize(run, tasks)

@@ -18,7 +18,7 @@ import numpy as np
 
 from checker.diagnosis.reading import Rows, Rule, read
 from checker.harness.runner import StepRun
-from checker.reporting.compare import compare
+from checker.reporting.compare import compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step18.mistakes import CATALOGUE
@@ -147,9 +147,19 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     wants = {name: _product(*inputs[name]) for name in names}
     raced = [name for name in names if any(not np.array_equal(r, results[name][0], equal_nan=True)
                                            for r in results[name][1:])]
+    rows = Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
+                     {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
+                    for name, M, K, N in product_cases()], PRODUCT)
     if raced:
+        changing = np.concatenate([_changing(results[name]) for name in names])
+        where = read(rows, changing, PRODUCT_RULES)
         return Part("products", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
-                    ["two tasks write (or add into) the same output y[m, n] at once: give each task its own outputs"])
+                    [f"{int(changing.sum())} outputs change from run to run"
+                     + (f", {where.replace('off exactly on', 'exactly')}" if where else ""),
+                     *(f"  {name}: {_which(_changing(results[name]).reshape(M, N))}"
+                       for name, M, K, N in product_cases() if name in raced),
+                     "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
+                     "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"])
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
                               mistakes=[], tol=PRODUCT) for name in names}
     failing = [name for name in names if not verdicts[name].ok]
@@ -157,14 +167,26 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         worst = max(v.margin or 0.0 for v in verdicts.values())
         return Part("products", PASS, f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} "
                     f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst)
-    rows = Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
-                     {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
-                    for name, M, K, N in product_cases()], PRODUCT)
     first = verdicts[failing[0]]
     details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
+
+
+def _changing(runs: np.ndarray) -> np.ndarray:
+    """runs [REPEATS, M, N] -> [M * N]: the outputs not the same in every run (NaN equal to NaN)."""
+    same = (runs == runs[0]) | (np.isnan(runs) & np.isnan(runs[0]))
+    return ~same.all(axis=0).reshape(-1)
+
+
+def _which(mask: np.ndarray) -> str:
+    """mask [M, N] -> 'rows of x 12 (of 13), every output' : the rows and outputs it holds."""
+    rows, outputs = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    M, N = mask.shape
+    said_rows = "every row of x" if len(rows) == M else f"rows of x {ranges(rows)} (of {M})"
+    said_outputs = "every output" if len(outputs) == N else f"outputs {ranges(outputs)} (of {N})"
+    return f"{said_rows}, {said_outputs}"
 
 
 def _product(x, q, scales, b) -> np.ndarray:
