@@ -65,8 +65,11 @@ def convert(folder: Path, source: Path, out: Path) -> Path:
     config.setdefault("n_ctx", config["n_positions"])
     (staged / "config.json").write_text(json.dumps(config))
     gguf = out / "model-q8_0.gguf"
-    subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(staged), "--outtype", "q8_0", "--outfile",
-                    str(gguf)], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", _CONVERT, str(source), str(staged), "--outtype", "q8_0",
+                           "--outfile", str(gguf)], capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise SystemExit(f"llama.cpp's convert_hf_to_gguf.py failed (exit code {done.returncode}):\n{tail}")
     return gguf
 
 

@@ -8,6 +8,7 @@ import pytest
 from checker.reporting.report import FAIL, PASS
 from checker.running.mojo import REPEATS
 from checker.steps.step18 import check as step18
+from checker.steps.step18 import served
 from checker.steps.step18.kernel import _product, judge, judge_products, product_arrays
 from checker.steps.step18.mistakes import CATALOGUE
 from checker.steps.step18.reference import (
@@ -186,3 +187,35 @@ def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race
     results[raced][1] += 1.0  # the second run differs
     part = judge(INPUTS, results)
     assert part.mistake is mistake and "different outputs in 3 runs" in _said(part), _said(part)
+
+
+class _Server:
+    """A stand-in for a running server: each completion takes `seconds`, `serial` ones one at a time."""
+
+    def __init__(self, seconds: float, serial: bool):
+        import threading
+        from types import SimpleNamespace
+
+        lock = threading.Lock() if serial else None
+
+        def create(**_):
+            import time
+
+            if lock:
+                with lock:
+                    time.sleep(seconds)
+            else:
+                time.sleep(seconds)
+            return SimpleNamespace(usage=SimpleNamespace(completion_tokens=served.TIMED_TOKENS))
+
+        self._client = SimpleNamespace(completions=SimpleNamespace(create=create))
+
+    def client(self):
+        return self._client
+
+
+def test_the_timing_report_asks_about_the_products_when_a_batch_does_not_scale():
+    scaled = served.speed(_Server(0.05, serial=False))
+    assert "16 at once" in scaled and "matmul_q8" not in scaled, scaled
+    serial = served.speed(_Server(0.02, serial=True))
+    assert "(1.0x" in serial and "matmul_q8 read each weight from memory once" in serial, serial

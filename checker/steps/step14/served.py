@@ -150,11 +150,13 @@ def _message(e) -> str:
     return str(e)[:200]
 
 
-def served_part(path: Path, checkpoint: Checkpoint, checks=serving_checks) -> Part:
-    """The served part: `checks(server, checkpoint)` against a max serve of the file at `path`."""
+def served_part(path: Path, checkpoint: Checkpoint, checks=serving_checks, report=None) -> Part:
+    """The served part: `checks(server, checkpoint)` against a max serve of the file at `path`; then
+    `report(server)`, a line of timings shown beside the verdicts (a report: it never fails)."""
     try:
         with Server(path, checkpoint.path) as server:
             results = checks(server, checkpoint)
+            timing = report(server) if report else None
             started = server.started_in
     except ServerError as e:
         return Part("served", FAIL, "max serve of your model did not start", str(e).splitlines()[-12:])
@@ -163,6 +165,8 @@ def served_part(path: Path, checkpoint: Checkpoint, checks=serving_checks) -> Pa
     failed = [f"{what}: {said}" for what, ok, said in results if not ok]
     summary = f"{len(results) - len(failed)} of {len(results)} serving checks pass (server ready in {started:.0f} s)"
     details = [f"{'ok  ' if ok else 'FAIL'} {what}" for what, ok, _ in results] + failed
+    if timing:
+        details.append(f"timing (a report, not a verdict): {timing}")
     if checks is serving_checks and not results[0][1]:  # the paged part passed: the server runs every block
         details.append(f"the paged part above passed with {PAGED_LAYERS} blocks, and the server runs all "
                        f"{checkpoint.config()['n_layer']}: look at what changes with the block (its layer_idx, an "

@@ -13,7 +13,8 @@ Parts:
                  while the kernels pass is placed at the first piece of its stream that differs
   served         GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`pixi run serve --fast`): 16 concurrent
                  requests of different lengths, each transformers' greedy ids on the same dequantised weights,
-                 then step 14's serving checks (streaming, echo with logprobs, refusals) against that model
+                 then step 14's serving checks (streaming, echo with logprobs, refusals) against that model;
+                 and a timing report, never a verdict: one request's tokens/s beside 16 at once
 
 A mistake is named only when the learner's output and pool equal what it computes on every case (see
 checker.steps.step18.mistakes); otherwise what the off rows share is said (checker.steps.step18.reading).

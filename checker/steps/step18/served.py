@@ -5,6 +5,7 @@ for token, then step 14's serving checks (streaming, echo with logprobs, generat
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from runtime.server import MODEL, same_text
 # transformers is imported inside the functions that use it: importing it takes seconds.
 
 CONCURRENT = 16
+TIMED_TOKENS = 32  # new tokens per request of the timing report
+SCALED = 2  # the timing report asks about the products when CONCURRENT streams make less than this x one's tokens/s
 
 
 def prompts() -> list[str]:
@@ -47,5 +50,29 @@ def fast_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
     return [first, *serving_checks(server, checkpoint, model)]
 
 
+def speed(server) -> str:
+    """Tokens/s of one request alone and of CONCURRENT at once (prompt included), and their ratio: a batch's
+    step reads each weight once for all its rows, so sixteen streams should make many times one's tokens/s."""
+    client = server.client()
+
+    def timed(prompts: list[str]) -> float:
+        def complete(prompt: str) -> int:
+            return client.completions.create(model=MODEL, prompt=prompt, max_tokens=TIMED_TOKENS,
+                                             temperature=0).usage.completion_tokens
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            made = sum(pool.map(complete, prompts))
+        return made / (time.perf_counter() - start)
+
+    alone, together = timed(prompts()[:1]), timed(prompts())
+    said = (f"one request alone {alone:.0f} tokens/s, {CONCURRENT} at once {together:.0f} tokens/s "
+            f"({together / alone:.1f}x; {TIMED_TOKENS} new tokens each, the prompts' time included)")
+    if together < SCALED * alone:
+        said += (f"; under {SCALED}x, as if each row of x cost what a whole step costs: does matmul_q8 read each "
+                 "weight from memory once for all the rows of x, or once per row?")
+    return said
+
+
 def fast_served_part(path: Path, checkpoint: Checkpoint) -> Part:
-    return served_part(path, checkpoint, fast_checks)
+    return served_part(path, checkpoint, fast_checks, speed)
