@@ -135,16 +135,16 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     del hf
     memory = {}
     batch = max(load.streams)
-    for name, step in (("step 18", "18"), ("step 14", "14")):
-        print(f"{name} under max serve:", file=sys.stderr, flush=True)
-        with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=batch) as server:
-            results[name], memory[name] = _levels(server.url, server.process.pid, load, work, expected, tokenizer)
     llama = {"reason": None}
     if source is None or binary is None or not Path(binary).is_file():
         llama["reason"] = "give --llama-cpp SOURCE (a llama.cpp tree) and --llama-server BINARY"
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            gguf = convert(checkpoint.path, source, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
+        for name, step in (("step 18", "18"), ("step 14", "14")):
+            print(f"{name} under max serve:", file=sys.stderr, flush=True)
+            with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=batch) as server:
+                results[name], memory[name] = _levels(server.url, server.process.pid, load, work, expected, tokenizer)
+        if gguf is not None:
             print("llama.cpp's llama-server:", file=sys.stderr, flush=True)
             with llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8) as (url, pid):
                 results["llama.cpp"], memory["llama.cpp"] = _levels(url, pid, load, work, expected, tokenizer)
