@@ -19,7 +19,7 @@ from runtime.server import MODEL, same_text
 
 CONCURRENT = 16
 TIMED_TOKENS = 32  # new tokens per request of the timing report
-SCALED = 2  # the timing report asks about the products when CONCURRENT streams make less than this x one's tokens/s
+SCALED = 1.5  # the timing report asks about the products when CONCURRENT streams make less than this x one's tokens/s
 
 
 def prompts() -> list[str]:
