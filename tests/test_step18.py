@@ -189,6 +189,21 @@ def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race
     assert part.mistake is mistake and "different outputs in 3 runs" in _said(part), _said(part)
 
 
+def test_what_changes_from_run_to_run_is_placed_by_row_request_head_and_page():
+    """A race on one request's rows and the pool: the rows, their request, the heads and the pages are said."""
+    results = _results(expected)
+    raced = "a decode row beside a 100-row chunk"
+    for key in (raced, f"{raced}#3"):
+        results[key] = results[key].copy()
+    results[raced][1, 1 + 40:1 + 48, 1] += 1.0  # request 1's rows 40-47, head 1: another value in the second run
+    pool = results[f"{raced}#3"]
+    page = int(INPUTS[raced][5][1, 0])  # request 1's first page
+    pool[2, page, 0, :, 3] += 1.0  # one position of that page, in the third run
+    said = _said(judge(INPUTS, results))
+    assert f"{raced}: output rows 41-48 (of 101; request 1), heads 1; 1 positions of the pool, in pages {page}" \
+        in said, said
+
+
 class _Server:
     """A stand-in for a running server: each completion takes `seconds`, `serial` ones one at a time."""
 

@@ -64,10 +64,12 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                 "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
                 "their own, then attend; give each task its own outputs")
         steady = [name for name in names if name not in raced]
+        where = [f"{case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
+                 for case in kernel_cases() if case.name in raced][:3]
         if 2 * len(steady) >= len(names) and (named := _named(inputs, results, steady)) is not None:
             # a mistake that explains every case it does not race on: its stores collide where it races
-            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}"], named)
-        return Part("attention", FAIL, summary, [race])
+            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}", *(f"  {w}" for w in where)], named)
+        return Part("attention", FAIL, summary, [race, "what changes from run to run:", *(f"  {w}" for w in where)])
     pools = {name: pool_problems(inputs[name], results[f"{name}#3"][0], wants[name][1]) for name in names}
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[], tol=KERNEL)
                 for name in names}
@@ -91,6 +93,23 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         details.append(f"also off: {'; '.join(failing[1:])}")
     return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", details, None,
                 verdicts[first].margin)
+
+
+def _race_where(case, outputs: np.ndarray, pools: np.ndarray) -> str:
+    """outputs [R, T, H, D] and pools [R, pages, 2, L, PAGE, H, D] of REPEATS runs of one case -> which rows (of
+    which requests) and heads of the output, and which slots of the pool, are not the same in every run."""
+    out = ~((outputs == outputs[0]) | (np.isnan(outputs) & np.isnan(outputs[0]))).all(axis=0).any(axis=-1)  # [T, H]
+    pool = ~((pools == pools[0]) | (np.isnan(pools) & np.isnan(pools[0]))).all(axis=0).any(axis=-1)  # [pages,2,L,PAGE,H]
+    said = []
+    if out.any():
+        rows, heads = np.flatnonzero(out.any(axis=1)), np.flatnonzero(out.any(axis=0))
+        requests = np.searchsorted(np.cumsum(case.new), rows, side="right")
+        said.append(f"output rows {ranges(rows)} (of {out.shape[0]}; request{'s' if len(set(requests)) > 1 else ''} "
+                    f"{ranges(set(requests))}), heads {ranges(heads)}")
+    if pool.any():
+        slots = pool.any(axis=(1, 2, 4))  # [pages, PAGE]: a position of a page, keys or values, any layer or head
+        said.append(f"{int(slots.sum())} positions of the pool, in pages {ranges(np.flatnonzero(slots.any(axis=1)))}")
+    return "; ".join(said) or "nothing"
 
 
 def _named(inputs: dict, results: dict, names: list[str] | None = None):
