@@ -64,12 +64,12 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                 "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
                 "their own, then attend; give each task its own outputs")
         steady = [name for name in names if name not in raced]
-        where = [f"{case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
+        where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
                  for case in kernel_cases() if case.name in raced][:3]
         if 2 * len(steady) >= len(names) and (named := _named(inputs, results, steady)) is not None:
             # a mistake that explains every case it does not race on: its stores collide where it races
-            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}", *(f"  {w}" for w in where)], named)
-        return Part("attention", FAIL, summary, [race, "what changes from run to run:", *(f"  {w}" for w in where)])
+            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}", *where], named)
+        return Part("attention", FAIL, summary, [race, "what changes from run to run:", *where])
     pools = {name: pool_problems(inputs[name], results[f"{name}#3"][0], wants[name][1]) for name in names}
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[], tol=KERNEL)
                 for name in names}
@@ -98,8 +98,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
 def _race_where(case, outputs: np.ndarray, pools: np.ndarray) -> str:
     """outputs [R, T, H, D] and pools [R, pages, 2, L, PAGE, H, D] of REPEATS runs of one case -> which rows (of
     which requests) and heads of the output, and which slots of the pool, are not the same in every run."""
-    out = ~((outputs == outputs[0]) | (np.isnan(outputs) & np.isnan(outputs[0]))).all(axis=0).any(axis=-1)  # [T, H]
-    pool = ~((pools == pools[0]) | (np.isnan(pools) & np.isnan(pools[0]))).all(axis=0).any(axis=-1)  # [pages,2,L,PAGE,H]
+    out = _varies(outputs).any(axis=-1)  # [T, H]
+    pool = _varies(pools).any(axis=-1)  # [pages, 2, L, PAGE, H]
     said = []
     if out.any():
         rows, heads = np.flatnonzero(out.any(axis=1)), np.flatnonzero(out.any(axis=0))
@@ -170,12 +170,12 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                      {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
                     for name, M, K, N in product_cases()], PRODUCT)
     if raced:
-        changing = np.concatenate([_changing(results[name]) for name in names])
+        changing = np.concatenate([_varies(results[name]).reshape(-1) for name in names])
         where = read(rows, changing, PRODUCT_RULES)
         return Part("products", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",
                     [f"{int(changing.sum())} outputs change from run to run"
                      + (f", {where.replace('off exactly on', 'exactly')}" if where else ""),
-                     *(f"  {name}: {_which(_changing(results[name]).reshape(M, N))}"
+                     *(f"  {name}: {_which(_varies(results[name]))}"
                        for name, M, K, N in product_cases() if name in raced),
                      "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
                      "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"])
@@ -193,10 +193,9 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
 
 
-def _changing(runs: np.ndarray) -> np.ndarray:
-    """runs [REPEATS, M, N] -> [M * N]: the outputs not the same in every run (NaN equal to NaN)."""
-    same = (runs == runs[0]) | (np.isnan(runs) & np.isnan(runs[0]))
-    return ~same.all(axis=0).reshape(-1)
+def _varies(runs: np.ndarray) -> np.ndarray:
+    """runs [REPEATS, ...] -> [...]: where the runs do not all hold the same value (NaN equal to NaN)."""
+    return ~((runs == runs[0]) | (np.isnan(runs) & np.isnan(runs[0]))).all(axis=0)
 
 
 def _which(mask: np.ndarray) -> str:
