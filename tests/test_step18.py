@@ -2,6 +2,10 @@
 catalogued mistake leaves (the Mojo edits themselves are injected in tests/test_catalogue.py), and against
 mistakes nobody catalogued, read from what they computed; the check on the solution (heavy: it serves)."""
 
+import threading
+import time
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -208,14 +212,9 @@ class _Server:
     """A stand-in for a running server: each completion takes `seconds`, `serial` ones one at a time."""
 
     def __init__(self, seconds: float, serial: bool):
-        import threading
-        from types import SimpleNamespace
-
         lock = threading.Lock() if serial else None
 
         def create(**_):
-            import time
-
             if lock:
                 with lock:
                     time.sleep(seconds)

@@ -56,8 +56,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     """The attention part of `results` ({name: [R, T, H, D]}, {name#3: the pool after each run})."""
     names = [case.name for case in kernel_cases()]
     wants = {name: expected(*inputs[name]) for name in names}
-    raced = [name for name in names if any(not np.array_equal(r, results[key][0], equal_nan=True)
-                                           for key in (name, f"{name}#3") for r in results[key][1:])]
+    raced = [name for name in names if _varies(results[name]).any() or _varies(results[f"{name}#3"]).any()]
     if raced:
         summary = f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}"
         race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool), "
@@ -164,8 +163,7 @@ def products_part(run: StepRun, path: Path) -> Part:
 def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
     names = [name for name, *_ in product_cases()]
     wants = {name: _product(*inputs[name]) for name in names}
-    raced = [name for name in names if any(not np.array_equal(r, results[name][0], equal_nan=True)
-                                           for r in results[name][1:])]
+    raced = [name for name in names if _varies(results[name]).any()]
     rows = Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
                      {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
                     for name, M, K, N in product_cases()], PRODUCT)

@@ -55,14 +55,14 @@ def speed(server) -> str:
     step reads each weight once for all its rows, so sixteen streams should make many times one's tokens/s."""
     client = server.client()
 
-    def timed(prompts: list[str]) -> float:
+    def timed(asked: list[str]) -> float:
         def complete(prompt: str) -> int:
             return client.completions.create(model=MODEL, prompt=prompt, max_tokens=TIMED_TOKENS,
                                              temperature=0).usage.completion_tokens
 
         start = time.perf_counter()
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            made = sum(pool.map(complete, prompts))
+        with ThreadPoolExecutor(len(asked)) as pool:
+            made = sum(pool.map(complete, asked))
         return made / (time.perf_counter() - start)
 
     alone, together = timed(prompts()[:1]), timed(prompts())
