@@ -23,6 +23,7 @@ from checker.steps.step18.reference import (
     kernel_cases,
     positions,
     product_cases,
+    rounded_products,
     stored,
     stored_at,
 )
@@ -132,6 +133,21 @@ def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
         wrong[name] = np.stack([out] * REPEATS)
     part = judge_products(inputs, wrong)
     assert part.status == FAIL and "last M % 4 rows" in _said(part), _said(part)
+
+
+def test_a_product_that_rounds_its_inputs_is_named_by_its_rounding():
+    """A kernel that multiplies in bfloat16 from 12 rows of x on, or in llama.cpp's Q8_0 activations: off against
+    float32, and the check says which rounding it equals, not only "off"."""
+    inputs = product_arrays()
+    for rounding in ("x and w in bfloat16", "x in int8 per block of 32"):
+        results = {}
+        for name, M, K, N in product_cases():
+            out = rounded_products(*inputs[name])[rounding] if M >= 12 else _product(*inputs[name])
+            results[name] = np.stack([out.astype(np.float32)] * REPEATS)
+        part = judge_products(inputs, results)
+        bigs = sum(M >= 12 for _, M, *_ in product_cases())
+        assert part.status == FAIL and f"off on {bigs} of" in part.summary, _said(part)
+        assert f"the product with {rounding}" in part.summary and "float32 in every path" in _said(part), _said(part)
 
 
 def test_outputs_that_change_between_runs_are_placed():
