@@ -153,7 +153,8 @@ async def _request(client, prompt: list[int], new_tokens: int) -> Run:
 
 async def _served_level(url: str, streams: int, requests: list[list[int]], new_tokens: int
                         ) -> tuple[dict, list[Run]]:
-    from openai import AsyncOpenAI
+    from httpx2 import Limits
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     gate = asyncio.Semaphore(streams)
 
@@ -161,7 +162,9 @@ async def _served_level(url: str, streams: int, requests: list[list[int]], new_t
         async with gate:
             return await _request(client, prompt, new_tokens)
 
-    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600) as client:
+    # A connection per request: llama-server may close a kept-alive connection as the next request goes out on it.
+    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600,
+                           http_client=DefaultAsyncHttpxClient(limits=Limits(max_keepalive_connections=0))) as client:
         await asyncio.gather(*(one(p) for p in requests[:streams]))  # warm-up round
         began = time.perf_counter()
         runs = await asyncio.gather(*(one(p) for p in requests[streams:]))
@@ -174,7 +177,8 @@ def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: 
 
 
 async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[float, list[list[float | None]]]:
-    from openai import AsyncOpenAI
+    from httpx2 import Limits
+    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
     gate = asyncio.Semaphore(streams)
 
@@ -184,7 +188,9 @@ async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[fl
                                                      logprobs=1, temperature=0)
             return answer.choices[0].logprobs.token_logprobs
 
-    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600) as client:
+    # A connection per request: llama-server may close a kept-alive connection as the next request goes out on it.
+    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600,
+                           http_client=DefaultAsyncHttpxClient(limits=Limits(max_keepalive_connections=0))) as client:
         began = time.perf_counter()
         got = await asyncio.gather(*(one(p) for p in requests))
         return time.perf_counter() - began, got
