@@ -23,7 +23,7 @@ from checker.steps.step18.reference import (
     kernel_cases,
     positions,
     product_cases,
-    rounded_products,
+    rounded_product,
     stored,
     stored_at,
 )
@@ -142,7 +142,7 @@ def test_a_product_that_rounds_its_inputs_is_named_by_its_rounding():
     for rounding in ("x and w in bfloat16", "x in int8 per block of 32"):
         results = {}
         for name, M, K, N in product_cases():
-            out = rounded_products(*inputs[name])[rounding] if M >= 12 else _product(*inputs[name])
+            out = rounded_product(rounding, *inputs[name]) if M >= 12 else _product(*inputs[name])
             results[name] = np.stack([out.astype(np.float32)] * REPEATS)
         part = judge_products(inputs, results)
         bigs = sum(M >= 12 for _, M, *_ in product_cases())
@@ -247,5 +247,5 @@ class _Server:
 def test_the_timing_report_asks_about_the_products_when_a_batch_does_not_scale():
     scaled = served.speed(_Server(0.05, serial=False))
     assert "16 at once" in scaled and "matmul_q8" not in scaled, scaled
-    serial = served.speed(_Server(0.02, serial=True))
-    assert "(1.0x" in serial and "matmul_q8 read each weight from memory once" in serial, serial
+    serial = served.speed(_Server(0.1, serial=True))  # about 1.0x: a pool's start is small beside 0.1 s
+    assert f"under {served.SCALED}x" in serial and "matmul_q8 read each weight from memory once" in serial, serial

@@ -26,11 +26,12 @@ from checker.steps.step18.reading import AXES, pool_problems, readings
 from checker.steps.step18.reference import (
     KERNEL,
     PRODUCT,
+    ROUNDINGS,
     case_arrays,
     expected,
     kernel_cases,
     product_cases,
-    rounded_products,
+    rounded_product,
 )
 from runtime.learner import LearnerError
 from runtime.quantize import dequantize, quantize
@@ -193,12 +194,16 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         return Part("products", PASS, f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} "
                     f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst)
     first = verdicts[failing[0]]
-    rounded = {name: _rounded_as(results[name][0], inputs[name]) for name in failing}
-    if all(rounded.values()):  # each off product is a rounded one: say which rounding, not just "off"
+    rounded = {}
+    for name in sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1])):  # the smallest first
+        if (rounding := _rounded_as(results[name][0], inputs[name])) is None:
+            break  # a mistake, not a rounding: as cheap as one small case
+        rounded[name] = rounding
+    else:  # each off product is a rounded one: say which rounding, not just "off"
         return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products, each equal (to float32's "
                     f"noise) to the product with {' or '.join(sorted(set(rounded.values())))}", [
                         f"{failing[0]}: against x @ dequantize(q, scales).T + b, {first.summary}",
-                        *(f"  {name}: {rounding}" for name, rounding in rounded.items()),
+                        *(f"  {name}: {rounded[name]}" for name in failing),
                         "the kernel rounds what it multiplies, to multiply faster; the course keeps x and the "
                         "dequantised weights in float32 and holds the model to transformers token for token, which "
                         "a rounded x cannot be (the book's step 18 says why): multiply them as float32 in every path",
@@ -212,10 +217,9 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
 
 def _rounded_as(got: np.ndarray, args: list[np.ndarray]) -> str | None:
     """The rounding of ROUNDINGS whose product equals `got` within PRODUCT, or None."""
-    for rounding, want in rounded_products(*args).items():
-        if compare(got.astype(np.float64), want, axes=("", ""), mistakes=[], tol=PRODUCT).ok:
-            return rounding
-    return None
+    got = got.astype(np.float64)
+    return next((rounding for rounding in ROUNDINGS if compare(got, rounded_product(rounding, *args), axes=("", ""),
+                                                               mistakes=[], tol=PRODUCT).ok), None)
 
 
 def _varies(runs: np.ndarray) -> np.ndarray:

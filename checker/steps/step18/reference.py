@@ -9,8 +9,8 @@ compute (in float64) and leave in the pool, and the batched product's cases.
     gathered(blocks, lookup, ...)   a request's keys or values [S, H, D], read through its page table
     expected(*arrays)               the output [T, H, D] and the pool after the call
     product_cases()                 (name, M, K, N): the batched product's shapes
-    rounded_products(x, q, scales, b)  {rounding: y [M, N]}: the product with x and w rounded each way a kernel
-                                    may round them to multiply faster (ROUNDINGS), in float64
+    rounded_product(rounding, x, q, scales, b)  y [M, N]: the product with x and w rounded as a kernel may
+                                    round them to multiply faster (ROUNDINGS), in float64
 """
 
 from __future__ import annotations
@@ -203,9 +203,8 @@ ROUNDINGS = {
 }
 
 
-def rounded_products(x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
-    """{rounding: x' @ w'.T + b [M, N] in float64} for each of ROUNDINGS, w = dequantize(q, scales) in float32."""
+def rounded_product(rounding: str, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x' @ w'.T + b [M, N] in float64, x and w = dequantize(q, scales) (float32) rounded as ROUNDINGS[rounding]."""
+    rx, rw = ROUNDINGS[rounding]
     w = dequantize(q, scales).astype(np.float32)
-    return {name: (rx(x) if rx else x).astype(np.float64) @ (rw(w) if rw else w).astype(np.float64).T + b
-            for name, (rx, rw) in ROUNDINGS.items()}
-
+    return (rx(x) if rx else x).astype(np.float64) @ (rw(w) if rw else w).astype(np.float64).T + b
