@@ -151,20 +151,24 @@ async def _request(client, prompt: list[int], new_tokens: int) -> Run:
     return Run(sent, times, "".join(text), tokens or len(times))  # a server without usage: a token a chunk
 
 
+def _client(url: str):
+    """An OpenAI client of the server at `url` that opens a connection per request: llama-server may close a
+    kept-alive connection as the next request goes out on it."""
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600,
+                       default_headers={"Connection": "close"})
+
+
 async def _served_level(url: str, streams: int, requests: list[list[int]], new_tokens: int
                         ) -> tuple[dict, list[Run]]:
-    from httpx2 import Limits
-    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
     gate = asyncio.Semaphore(streams)
 
     async def one(prompt):
         async with gate:
             return await _request(client, prompt, new_tokens)
 
-    # A connection per request: llama-server may close a kept-alive connection as the next request goes out on it.
-    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600,
-                           http_client=DefaultAsyncHttpxClient(limits=Limits(max_keepalive_connections=0))) as client:
+    async with _client(url) as client:
         await asyncio.gather(*(one(p) for p in requests[:streams]))  # warm-up round
         began = time.perf_counter()
         runs = await asyncio.gather(*(one(p) for p in requests[streams:]))
@@ -177,9 +181,6 @@ def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: 
 
 
 async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[float, list[list[float | None]]]:
-    from httpx2 import Limits
-    from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-
     gate = asyncio.Semaphore(streams)
 
     async def one(prompt):
@@ -188,9 +189,7 @@ async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[fl
                                                      logprobs=1, temperature=0)
             return answer.choices[0].logprobs.token_logprobs
 
-    # A connection per request: llama-server may close a kept-alive connection as the next request goes out on it.
-    async with AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0, timeout=600,
-                           http_client=DefaultAsyncHttpxClient(limits=Limits(max_keepalive_connections=0))) as client:
+    async with _client(url) as client:
         began = time.perf_counter()
         got = await asyncio.gather(*(one(p) for p in requests))
         return time.perf_counter() - began, got
