@@ -27,6 +27,7 @@ from checker.steps.step18.reference import (
     stored,
     stored_at,
 )
+from runtime.quantize import dequantize
 from tests.conftest import add_kernel, assert_passes_with_margin, mutate, solution_source
 
 INPUTS = {case.name: case_arrays(case, 18) for case in kernel_cases()}
@@ -142,7 +143,8 @@ def test_a_product_that_rounds_its_inputs_is_named_by_its_rounding():
     for rounding in ("x and w in bfloat16", "x in int8 per block of 32"):
         results = {}
         for name, M, K, N in product_cases():
-            out = rounded_product(rounding, *inputs[name]) if M >= 12 else _product(*inputs[name])
+            x, q, scales, b = inputs[name]
+            out = rounded_product(rounding, x, dequantize(q, scales), b) if M >= 12 else _product(x, q, scales, b)
             results[name] = np.stack([out.astype(np.float32)] * REPEATS)
         part = judge_products(inputs, results)
         bigs = sum(M >= 12 for _, M, *_ in product_cases())

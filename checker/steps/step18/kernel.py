@@ -196,7 +196,7 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     first = verdicts[failing[0]]
     rounded = {}
     for name in sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1])):  # the smallest first
-        if (rounding := _rounded_as(results[name][0], inputs[name])) is None:
+        if (rounding := _rounded_as(results[name][0], *inputs[name])) is None:
             break  # a mistake, not a rounding: as cheap as one small case
         rounded[name] = rounding
     else:  # each off product is a rounded one: say which rounding, not just "off"
@@ -215,10 +215,10 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
 
 
-def _rounded_as(got: np.ndarray, args: list[np.ndarray]) -> str | None:
+def _rounded_as(got: np.ndarray, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> str | None:
     """The rounding of ROUNDINGS whose product equals `got` within PRODUCT, or None."""
-    got = got.astype(np.float64)
-    return next((rounding for rounding in ROUNDINGS if compare(got, rounded_product(rounding, *args), axes=("", ""),
+    got, w = got.astype(np.float64), dequantize(q, scales)
+    return next((rounding for rounding in ROUNDINGS if compare(got, rounded_product(rounding, x, w, b), axes=("", ""),
                                                                mistakes=[], tol=PRODUCT).ok), None)
 
 

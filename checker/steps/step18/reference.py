@@ -9,8 +9,8 @@ compute (in float64) and leave in the pool, and the batched product's cases.
     gathered(blocks, lookup, ...)   a request's keys or values [S, H, D], read through its page table
     expected(*arrays)               the output [T, H, D] and the pool after the call
     product_cases()                 (name, M, K, N): the batched product's shapes
-    rounded_product(rounding, x, q, scales, b)  y [M, N]: the product with x and w rounded as a kernel may
-                                    round them to multiply faster (ROUNDINGS), in float64
+    rounded_product(rounding, x, w, b)  y [M, N]: the product with x and w rounded as a kernel may round
+                                    them to multiply faster (ROUNDINGS), in float64
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from checker.reporting.compare import Tolerance
-from runtime.quantize import dequantize
+from runtime.quantize import dequantize, quantize
 
 # float32 dot products of D = 64 and sums of up to 1024 weights against float64, as step 17's kernel (the same
 # online softmax): the solution stays under a tenth of it; a mistake is off by a hundredth of the output or more.
@@ -183,12 +183,9 @@ def bfloat16(a: np.ndarray) -> np.ndarray:
 
 
 def int8_blocks(x: np.ndarray) -> np.ndarray:
-    """x [M, K] as llama.cpp's Q8_0 holds it: per block of 32 columns a scale d = max|x| / 127, each value d times
-    round(x / d) (the last block the K % 32 columns left); as float32."""
-    M, K = x.shape
-    blocks = np.pad(x.astype(np.float32), ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
-    d = np.abs(blocks).max(axis=2, keepdims=True) / np.float32(127)
-    return (np.round(blocks / np.where(d == 0, 1, d)) * d).reshape(M, -1)[:, :K]
+    """x [M, K] as llama.cpp's Q8_0 holds it: step 16's quantisation and back (per block of 32 columns a scale
+    max|x| / 127, each value its scale times round(x / scale)); as float32."""
+    return dequantize(*quantize(x))
 
 
 # The ways a kernel may round what it multiplies, to multiply faster: x to bfloat16 (AVX-512's vdpbf16ps) or to
@@ -203,8 +200,8 @@ ROUNDINGS = {
 }
 
 
-def rounded_product(rounding: str, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x' @ w'.T + b [M, N] in float64, x and w = dequantize(q, scales) (float32) rounded as ROUNDINGS[rounding]."""
+def rounded_product(rounding: str, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x' @ w'.T + b [M, N] in float64, x [M, K] and w [N, K] (float32, the dequantised weights) rounded as
+    ROUNDINGS[rounding]."""
     rx, rw = ROUNDINGS[rounding]
-    w = dequantize(q, scales).astype(np.float32)
     return (rx(x) if rx else x).astype(np.float64) @ (rw(w) if rw else w).astype(np.float64).T + b
