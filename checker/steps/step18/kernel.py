@@ -23,7 +23,15 @@ from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step18.mistakes import CATALOGUE
 from checker.steps.step18.reading import AXES, pool_problems, readings
-from checker.steps.step18.reference import KERNEL, PRODUCT, case_arrays, expected, kernel_cases, product_cases
+from checker.steps.step18.reference import (
+    KERNEL,
+    PRODUCT,
+    case_arrays,
+    expected,
+    kernel_cases,
+    product_cases,
+    rounded_products,
+)
 from runtime.learner import LearnerError
 from runtime.quantize import dequantize, quantize
 
@@ -149,20 +157,27 @@ PRODUCT_RULES = [
 ]
 
 
-def products_part(run: StepRun, path: Path) -> Part:
+def products_part(run: StepRun, path: Path) -> str | None:
+    """Runs and judges the products; returns how the kernel rounds (a key of ROUNDINGS) when they pass."""
     inputs = product_arrays()
     about = {name: f"{name} (x [{M}, {K}], q [{N}, {K}])" for name, M, K, N in product_cases()}
     try:
         results = run_kernel(path, "matmul_q8", inputs, timeout=max(run.timeout, 300), indices=PRODUCT_INDICES,
                              about=about)
     except LearnerError as e:
-        return run.add(Part.from_error("products", e))
-    return run.add(judge_products(inputs, results))
+        run.add(Part.from_error("products", e))
+        return None
+    part, rounding = judge_products(inputs, results)
+    run.add(part)
+    return rounding
 
 
-def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
+def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> tuple[Part, str | None]:
+    """The products' Part, and the one way every case rounds x and w (a key of ROUNDINGS) when they pass."""
     names = [name for name, *_ in product_cases()]
-    wants = {name: _product(*inputs[name]) for name in names}
+    rounded = {name: rounded_products(*inputs[name]) for name in names}
+    chosen = {name: min(rounded[name], key=lambda r: _worst(results[name][0], rounded[name][r])) for name in names}
+    wants = {name: rounded[name][chosen[name]] for name in names}
     raced = [name for name in names if _varies(results[name]).any()]
     rows = Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
                      {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
@@ -176,19 +191,40 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                      *(f"  {name}: {_which(_varies(results[name]))}"
                        for name, M, K, N in product_cases() if name in raced),
                      "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
-                     "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"])
+                     "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"]), None
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
                               mistakes=[], tol=PRODUCT) for name in names}
     failing = [name for name in names if not verdicts[name].ok]
+    if not failing and len(set(chosen.values())) > 1:
+        return Part("products", FAIL, f"right, but rounded two ways: {_roundings(chosen)}", [
+            "the paged model and the server are held to transformers rounding every product as your kernel does: "
+            "round x and w the same way for every M (one rounding, or none, in every path of the kernel)"]), None
     if not failing:
         worst = max(v.margin or 0.0 for v in verdicts.values())
         return Part("products", PASS, f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} "
-                    f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst)
+                    f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT}), against the "
+                    f"product with {_roundings(chosen)}", margin=worst), chosen[names[0]]
     first = verdicts[failing[0]]
     details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
-    details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
+    details += [f"{failing[0]}: {first.summary}, against the nearest reference, the product with "
+                f"{_roundings({failing[0]: chosen[failing[0]]})}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
-    return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
+    return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin), None
+
+
+def _worst(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / PRODUCT's allowed (inf where got is NaN or inf)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ratio = np.abs(got.astype(np.float64) - want) / PRODUCT.allowed(want)
+    return float(np.max(np.where(np.isfinite(ratio), ratio, np.inf)))
+
+
+def _roundings(chosen: dict[str, str]) -> str:
+    """{case: rounding} -> 'x and w in bfloat16 on M=16, ...; no rounding on M=1, ...'"""
+    by = {}
+    for name, rounding in chosen.items():
+        by.setdefault(rounding, []).append(name.split(",")[0])
+    return "; ".join(f"{'nothing rounded' if r == 'none' else r} on {', '.join(cases)}" for r, cases in by.items())
 
 
 def _varies(runs: np.ndarray) -> np.ndarray:

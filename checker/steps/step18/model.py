@@ -25,6 +25,7 @@ from checker.steps.step14.reference import (
     scenario_stream,
     scenario_tokens,
 )
+from checker.steps.step18.reference import rounded_hf
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
 from runtime.quantize import dequantize_hf
@@ -54,7 +55,8 @@ def every_row(paged):
     return EveryRow()
 
 
-def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Part:
+def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, rounding: str) -> Part:
+    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS): transformers' products round the same way."""
     config = checkpoint.learner_config()
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
@@ -66,12 +68,12 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Par
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
-    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens))
+    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, rounding))
 
 
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
-                tokens: dict[str, list[int]]) -> Part:
-    hf = dequantize_hf(hf_model(checkpoint, PAGED_LAYERS))
+                tokens: dict[str, list[int]], rounding: str = "none") -> Part:
+    hf = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)), rounding)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
     if flat_got.shape != flat_want.shape:

@@ -9,6 +9,9 @@ compute (in float64) and leave in the pool, and the batched product's cases.
     gathered(blocks, lookup, ...)   a request's keys or values [S, H, D], read through its page table
     expected(*arrays)               the output [T, H, D] and the pool after the call
     product_cases()                 (name, M, K, N): the batched product's shapes
+    rounded_products(x, q, scales, b)  {rounding: y [M, N]}: the product with x and w rounded each way a
+                                    kernel may round them (ROUNDINGS), in float64
+    rounded_hf(hf, rounding)        transformers' GPT-2 whose every product rounds its x and w as a kernel did
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from checker.reporting.compare import Tolerance
+from runtime.quantize import PRODUCTS, dequantize
 
 # float32 dot products of D = 64 and sums of up to 1024 weights against float64, as step 17's kernel (the same
 # online softmax): the solution stays under a tenth of it; a mistake is off by a hundredth of the output or more.
@@ -171,3 +175,65 @@ def product_cases() -> list[tuple[str, int, int, int]]:
             ("M=64, c_attn 768 -> 2304", 64, 768, 2304), ("M=5, K=100 (a last block of 4), N=13", 5, 100, 13),
             ("M=3, K=100, N=13", 3, 100, 13), ("M=13, K=100, N=37", 13, 100, 37),
             ("M=16, the head 768 -> 50257 (N odd)", 16, 768, 50257)]
+
+
+def bfloat16(a: np.ndarray) -> np.ndarray:
+    """a rounded to bfloat16 (float32's top 16 bits: 8 significant bits), to the nearest, ties to even; as float32."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).view(np.float32)
+
+
+def int8_blocks(x: np.ndarray) -> np.ndarray:
+    """x [M, K] as llama.cpp's Q8_0 holds it: per block of 32 columns a scale d = max|x| / 127, each value d times
+    round(x / d) (the last block the K % 32 columns left); as float32."""
+    M, K = x.shape
+    blocks = np.pad(x.astype(np.float32), ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
+    d = np.abs(blocks).max(axis=2, keepdims=True) / np.float32(127)
+    return (np.round(blocks / np.where(d == 0, 1, d)) * d).reshape(M, -1)[:, :K]
+
+
+# A kernel may round what it multiplies, to multiply faster (the skeleton and the book say what each costs): x to
+# bfloat16 or to int8 per block of 32 (llama.cpp's Q8_0), the weights (q times its scale) to bfloat16. Each choice
+# is a reference of its own, held to PRODUCT: a kernel that rounds as it says matches one to float32's noise; a
+# rounding done another way, or a mistake, matches none. {name: (x's rounding, w's)}.
+ROUNDINGS = {
+    "none": (None, None),
+    "x in bfloat16": (bfloat16, None),
+    "x and w in bfloat16": (bfloat16, bfloat16),
+    "w in bfloat16": (None, bfloat16),
+    "x in int8 per block of 32": (int8_blocks, None),
+    "x in int8 per block of 32, w in bfloat16": (int8_blocks, bfloat16),
+}
+
+
+def rounded_products(x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """{rounding: x' @ w'.T + b [M, N] in float64} for each of ROUNDINGS, w = dequantize(q, scales) in float32."""
+    w = dequantize(q, scales).astype(np.float32)
+    return {name: (rx(x) if rx else x).astype(np.float64) @ (rw(w) if rw else w).astype(np.float64).T + b
+            for name, (rx, rw) in ROUNDINGS.items()}
+
+
+def rounded_hf(hf, rounding: str):
+    """transformers' GPT2LMHeadModel `hf` (its weights already dequantised), each product (c_attn, c_proj, c_fc,
+    mlp.c_proj, the tied head) computed with its input and weight rounded as ROUNDINGS[rounding] says, by a
+    forward hook; the embedding still reads wte as it is. Returns hf."""
+    import torch
+
+    rx, rw = ROUNDINGS[rounding]
+    if rx is None and rw is None:
+        return hf
+
+    def rounded(f, t):
+        return t if f is None else torch.from_numpy(f(t.detach().reshape(-1, t.shape[-1]).numpy())).reshape(t.shape)
+
+    def hook(module, args, out, head=False):
+        w = module.__dict__.setdefault("_rounded_weight", rounded(rw, module.weight))  # [in, out], the head's [V, C]
+        y = rounded(rx, args[0]) @ (w.T if head else w)
+        return y if head else y + module.bias
+
+    for name, module in hf.named_modules():
+        if f"{name}.weight".endswith(PRODUCTS):
+            module.register_forward_hook(hook)
+    hf.lm_head.register_forward_hook(lambda module, args, out: hook(module, args, out, head=True))
+    return hf
+

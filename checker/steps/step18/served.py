@@ -1,5 +1,5 @@
 """Step 18's served part: the learner's GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`serve --fast`), held
-to transformers on the same dequantised weights: CONCURRENT requests of different lengths at once, each token
+to transformers on the same dequantised weights, rounded as the learner's matmul_q8 rounds: CONCURRENT requests of different lengths at once, each token
 for token, then step 14's serving checks (streaming, echo with logprobs, generated logprobs, refusals).
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from checker.reporting.report import Part
 from checker.steps.step14.served import NEW_TOKENS, PROMPTS, greedy_reference, served_part, serving_checks
 from checker.steps.step16.decode import hf_with
+from checker.steps.step18.reference import rounded_hf
 from runtime.checkpoints import Checkpoint
 from runtime.server import MODEL, same_text
 
@@ -27,10 +28,10 @@ def prompts() -> list[str]:
     return [f"{PROMPTS[i % len(PROMPTS)]}{' and more' * i}" for i in range(CONCURRENT)]
 
 
-def fast_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
+def fast_checks(server, checkpoint: Checkpoint, rounding: str) -> list[tuple[str, bool, str]]:
     from transformers import AutoTokenizer
 
-    model = hf_with(checkpoint)  # every product's weight dequantize(quantize(.)), the tied head's too
+    model = rounded_hf(hf_with(checkpoint), rounding)  # every product's weight dequantize(quantize(.)), rounded
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client = server.client()
     asked = prompts()
@@ -74,5 +75,6 @@ def speed(server) -> str:
     return said
 
 
-def fast_served_part(path: Path, checkpoint: Checkpoint) -> Part:
-    return served_part(path, checkpoint, fast_checks, speed)
+def fast_served_part(path: Path, checkpoint: Checkpoint, rounding: str) -> Part:
+    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS): transformers' products round the same way."""
+    return served_part(path, checkpoint, lambda server, checkpoint: fast_checks(server, checkpoint, rounding), speed)
