@@ -125,31 +125,53 @@ def test_a_store_over_the_cached_positions_is_told_by_the_pool():
 def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
     inputs = product_arrays()
     right = {name: np.stack([_product(*inputs[name]).astype(np.float32)] * REPEATS) for name, *_ in product_cases()}
-    assert judge_products(inputs, right).status == PASS
+    assert judge_products(inputs, right) == (judge_products(inputs, right)[0], None)
+    assert judge_products(inputs, right)[0].status == PASS
     wrong = {}
     for name, M, K, N in product_cases():  # the rows after the last whole group of 4 left at x's last group's values
         out = _product(*inputs[name]).astype(np.float32)
         if M % 4:
             out[4 * (M // 4):] = 0
         wrong[name] = np.stack([out] * REPEATS)
-    part = judge_products(inputs, wrong)
+    part, _ = judge_products(inputs, wrong)
     assert part.status == FAIL and "last M % 4 rows" in _said(part), _said(part)
 
 
-def test_a_product_that_rounds_its_inputs_is_named_by_its_rounding():
-    """A kernel that multiplies in bfloat16 from 12 rows of x on, or in llama.cpp's Q8_0 activations: off against
-    float32, and the check says which rounding it equals, not only "off"."""
+def _rounded_results(inputs, rounding: str, rounds) -> dict[str, np.ndarray]:
+    """A kernel's results that round as `rounding` on the cases where rounds(M) holds, float32's product elsewhere."""
+    results = {}
+    for name, M, K, N in product_cases():
+        x, q, scales, b = inputs[name]
+        out = rounded_product(rounding, x, dequantize(q, scales), b) if rounds(M) else _product(x, q, scales, b)
+        results[name] = np.stack([out.astype(np.float32)] * REPEATS)
+    return results
+
+
+def test_a_product_that_rounds_its_inputs_one_way_passes_and_says_how():
+    """A kernel that multiplies in bfloat16, or in llama.cpp's Q8_0 activations, on every case: its products pass
+    against the rounded reference, and the rounding is handed on (the model and the server are held to it)."""
     inputs = product_arrays()
     for rounding in ("x and w in bfloat16", "x in int8 per block of 32"):
-        results = {}
-        for name, M, K, N in product_cases():
-            x, q, scales, b = inputs[name]
-            out = rounded_product(rounding, x, dequantize(q, scales), b) if M >= 12 else _product(x, q, scales, b)
-            results[name] = np.stack([out.astype(np.float32)] * REPEATS)
-        part = judge_products(inputs, results)
-        bigs = sum(M >= 12 for _, M, *_ in product_cases())
-        assert part.status == FAIL and f"off on {bigs} of" in part.summary, _said(part)
-        assert f"the product with {rounding}" in part.summary and "float32 in every path" in _said(part), _said(part)
+        part, held = judge_products(inputs, _rounded_results(inputs, rounding, lambda M: True))
+        assert part.status == PASS and held == rounding, _said(part)
+        assert f"the product with {rounding}" in part.summary and "held to transformers" in _said(part), _said(part)
+
+
+def test_a_product_that_rounds_on_some_cases_only_fails_and_names_each_cases_rounding():
+    """Rounding from 12 rows of x on (float32 below), or bfloat16 on some and Q8_0 on others: no one reference
+    holds the model, so the products fail, each case's rounding said."""
+    inputs = product_arrays()
+    bigs = sum(M >= 12 for _, M, *_ in product_cases())
+    part, held = judge_products(inputs, _rounded_results(inputs, "x and w in bfloat16", lambda M: M >= 12))
+    assert part.status == FAIL and held is None and f"off on {bigs} of" in part.summary, _said(part)
+    assert "the product with x and w in bfloat16" in part.summary and "for every M" in _said(part), _said(part)
+    assert "M=1, c_attn 768 -> 2304: nothing rounded" in _said(part), _said(part)
+    mixed = _rounded_results(inputs, "x and w in bfloat16", lambda M: M >= 12)
+    mixed |= {k: v for k, v in _rounded_results(inputs, "x in int8 per block of 32", lambda M: True).items()
+              if k not in {name for name, M, *_ in product_cases() if M >= 12}}
+    part, held = judge_products(inputs, mixed)
+    assert part.status == FAIL and held is None, _said(part)
+    assert "x and w in bfloat16 or x in int8 per block of 32" in part.summary, _said(part)
 
 
 def test_outputs_that_change_between_runs_are_placed():
@@ -158,7 +180,7 @@ def test_outputs_that_change_between_runs_are_placed():
     results = {name: np.stack([_product(*inputs[name]).astype(np.float32)] * REPEATS) for name, *_ in product_cases()}
     name, M, K, N = next(c for c in product_cases() if c[1] % 4 == 1 and c[1] > 4)
     results[name][:, M - 1] = np.random.default_rng(0).standard_normal((REPEATS, N))  # the last row: leftovers
-    part = judge_products(inputs, results)
+    part, _ = judge_products(inputs, results)
     assert part.status == FAIL and "different outputs" in part.summary, _said(part)
     assert f"rows of x {M - 1} (of {M}), every output" in _said(part), _said(part)
 
@@ -251,3 +273,53 @@ def test_the_timing_report_asks_about_the_products_when_a_batch_does_not_scale()
     assert "16 at once" in scaled and "matmul_q8" not in scaled, scaled
     serial = served.speed(_Server(0.1, serial=True))  # about 1.0x: a pool's start is small beside 0.1 s
     assert f"under {served.SCALED}x" in serial and "matmul_q8 read each weight from memory once" in serial, serial
+
+
+def test_a_rounding_model_is_held_within_what_noise_moves_its_rounded_reference(checkpoints):
+    """A right model whose products round to bfloat16 (transformers rounding alike, with float32-sized noise of
+    its own before each rounding) passes the paged-model judge held to that rounding, and fails it held to float32;
+    the same model with attention's scale missing fails it held to the rounding."""
+    from checker.steps.step14.reference import PAGED_LAYERS, hf_model, scenario_logits, scenario_tokens
+    from checker.steps.step18.model import judge_model
+    from checker.steps.step18.rounded import noisy, rounded_hf
+    from runtime.quantize import dequantize_hf
+
+    checkpoint, rounding = checkpoints["synthetic"], "x and w in bfloat16"
+    tokens = scenario_tokens(min(checkpoint.learner_config().vocab_size, 400))
+    right = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)), rounding)
+    with noisy(right, 99):
+        got = scenario_logits(right, tokens)
+    part = judge_model(got, [[] for _ in got], [], checkpoint, tokens, rounding)
+    assert part.status == PASS and f"with {rounding} in every product" in part.summary, _said(part)
+    assert judge_model(got, [[] for _ in got], [], checkpoint, tokens).status == FAIL
+    unscaled = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS, scaled=False)), rounding)
+    wrong = scenario_logits(unscaled, tokens)
+    assert judge_model(wrong, [[] for _ in wrong], [], checkpoint, tokens, rounding).status == FAIL
+
+
+def test_a_rounding_server_is_held_token_for_token_up_to_measured_ties(checkpoints):
+    """The served model's Held for a bfloat16 kernel: a tie measured (> 0), log-probabilities widened; the greedy
+    text of the rounded reference under noise of its own is accepted, a text with a far-from-top token is not."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from checker.reporting.compare import DECODE
+    from checker.steps.step14.served import NEW_TOKENS, PROMPTS, greedy_path, greedy_reference
+    from checker.steps.step16.decode import hf_with
+    from checker.steps.step18.rounded import held, noisy
+
+    checkpoint = checkpoints["synthetic"]
+    hold = held(checkpoint, "x and w in bfloat16", hf_with(checkpoint))
+    assert hold.tie > 0 and hold.tol.scale >= DECODE.scale, hold
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    with noisy(hold.model, 99):
+        served, _ = greedy_reference(checkpoint, PROMPTS, NEW_TOKENS, hold.model)
+    for prompt, ids in zip(PROMPTS, served):
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        assert greedy_path(checkpoint, hold, prompt, text, len(ids)) is not None, (prompt, text)
+    prompt, ids = PROMPTS[0], served[0]
+    with torch.no_grad():
+        logits = hold.model(torch.tensor([tokenizer(prompt)["input_ids"] + ids[:2]])).logits[0, -1, :len(tokenizer)]
+    far = int(logits.argmin())  # the least likely token at the third position
+    wrong = tokenizer.decode([*ids[:2], far, *ids[3:]], skip_special_tokens=True)
+    assert greedy_path(checkpoint, hold, prompt, wrong, len(ids)) is None, wrong

@@ -7,10 +7,11 @@ b [N], y [M, N].  w[n, k] = q[n, k] * scales[n, k / 32].
 Step 16's kernel reads q's row n once per row of x: sixteen decoding requests read every weight sixteen
 times, and at decode the memory is the limit. Here each weight is read once for all M rows.
 
-x and w multiply as float32, in every path. Rounding them to multiply faster (bfloat16, or x to int8 per
-block of 32 as llama.cpp's Q8_0 does) makes the model's logits depend on float32's last bits, and the
-check holds the model to transformers token for token: it names such a product by its rounding. The
-book's page says what each rounding costs.
+Your choice: x and w multiply as float32 (the model is then held to transformers to float32's noise),
+or rounded to multiply faster: both to bfloat16 (AVX-512's vdpbf16ps), or x to int8 per block of 32
+(llama.cpp's Q8_0, VNNI). The check finds the rounding your products equal and holds the model and the
+server to transformers rounding alike, within what float32's noise moves that reference; one rounding,
+or none, in every path (every M). The book's page says what each rounding costs.
 
 Facts you cannot guess: as step 16's (matvec_q8.mojo).
 

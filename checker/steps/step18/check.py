@@ -7,13 +7,17 @@ Parts:
                  each case's own pool: checker.running.paged_graph) on ragged paged batches, three runs each,
                  against numpy in float64: every row's output, and the pool it leaves (the new keys and values at
                  their positions, nothing else touched: not another layer, not a shared prefix's pages)
-  products       matmul_q8 on M = 1 .. 64 rows of GPT-2's shapes, against x @ dequantize(q, scales).T + b
+  products       matmul_q8 on M = 1 .. 64 rows of GPT-2's shapes, against x @ dequantize(q, scales).T + b; a kernel
+                 whose every product equals (to float32's noise) the product with x and w rounded one way of
+                 ROUNDINGS (bfloat16, int8 per block of 32) passes, and the parts after it are held to that rounding
   paged model    GPT2PagedQ8 (2 blocks) compiled as max serve compiles it, on MAX's paged cache through step 14's
-                 batches of prompts and decodes, against transformers on the same dequantised weights; a model off
-                 while the kernels pass is placed at the first piece of its stream that differs
+                 batches of prompts and decodes, against transformers on the same dequantised weights (its products
+                 rounded as the kernel's, within what float32's noise moves that: checker.steps.step18.rounded); a
+                 model off while the kernels pass is placed at the first piece of its stream that differs
   served         GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`pixi run serve --fast`): 16 concurrent
-                 requests of different lengths, each transformers' greedy ids on the same dequantised weights,
-                 then step 14's serving checks (streaming, echo with logprobs, refusals) against that model;
+                 requests of different lengths, each transformers' greedy ids on the same dequantised weights (a
+                 rounding kernel's: up to ties float32's noise decides, measured), then step 14's serving checks
+                 (streaming, echo with logprobs, refusals) against that model;
                  and a timing report, never a verdict: one request's tokens/s beside 16 at once
 
 A mistake is named only when the learner's output and pool equal what it computes on every case (see
@@ -50,7 +54,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs " + ", ".join(FUNCTIONS))
     step, fns = opened
     attention_part(run, path)
-    products_part(run, path)
+    rounding = products_part(run, path)
     if not all(p.status == PASS for p in run.report.parts):
         return run.finish("runs once the kernels pass")
     eleven = used_modules(step).get("11")
@@ -58,6 +62,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         run.add(Part("paged model", FAIL, "step 18 wraps your step 11 model: import GPT2LMHeadModel and "
                      "load_hf_weights from steps.step_11"))
         return run.finish("needs your step 11 model")
-    if model_part(run, fns["GPT2PagedQ8"], eleven, checkpoint).status == PASS and serve:
-        run.add(fast_served_part(path, checkpoint))
+    if model_part(run, fns["GPT2PagedQ8"], eleven, checkpoint, rounding).status == PASS and serve:
+        run.add(fast_served_part(path, checkpoint, rounding))
     return run.finish("runs once the model passes")

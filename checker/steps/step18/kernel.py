@@ -158,18 +158,23 @@ PRODUCT_RULES = [
 ]
 
 
-def products_part(run: StepRun, path: Path) -> Part:
+def products_part(run: StepRun, path: Path) -> str | None:
+    """Runs and judges the products; returns how they round x and w (a key of ROUNDINGS; None: not at all)."""
     inputs = product_arrays()
     about = {name: f"{name} (x [{M}, {K}], q [{N}, {K}])" for name, M, K, N in product_cases()}
     try:
         results = run_kernel(path, "matmul_q8", inputs, timeout=max(run.timeout, 300), indices=PRODUCT_INDICES,
                              about=about)
     except LearnerError as e:
-        return run.add(Part.from_error("products", e))
-    return run.add(judge_products(inputs, results))
+        run.add(Part.from_error("products", e))
+        return None
+    part, rounding = judge_products(inputs, results)
+    run.add(part)
+    return rounding
 
 
-def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
+def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> tuple[Part, str | None]:
+    """The products' Part, and the one way every case rounds x and w (a key of ROUNDINGS; None: not at all)."""
     names = [name for name, *_ in product_cases()]
     wants = {name: _product(*inputs[name]) for name in names}
     raced = [name for name in names if _varies(results[name]).any()]
@@ -185,34 +190,39 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                      *(f"  {name}: {_which(_varies(results[name]))}"
                        for name, M, K, N in product_cases() if name in raced),
                      "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
-                     "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"])
+                     "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"]), None
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
                               mistakes=[], tol=PRODUCT) for name in names}
     failing = [name for name in names if not verdicts[name].ok]
+    cases = f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} rows, {REPEATS} runs each"
     if not failing:
         worst = max(v.margin or 0.0 for v in verdicts.values())
-        return Part("products", PASS, f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} "
-                    f"rows, {REPEATS} runs each; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst)
+        return Part("products", PASS, f"{cases}; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst), None
     first = verdicts[failing[0]]
     rounded = {}
     for name in sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1])):  # the smallest first
         if (rounding := _rounded_as(results[name][0], *inputs[name])) is None:
             break  # a mistake, not a rounding: as cheap as one small case
         rounded[name] = rounding
-    else:  # each off product is a rounded one: say which rounding, not just "off"
+    else:  # each off product is a rounded one
+        ways = sorted(set(rounded.values()))
+        if len(ways) == 1 and len(failing) == len(names):
+            return Part("products", PASS, f"{cases}, each equal (to float32's noise, {PRODUCT}) to the product "
+                        f"with {ways[0]}", [
+                            "your kernel rounds what it multiplies: from here on the model and the server are held to "
+                            "transformers whose every product rounds the same way, within what float32's noise alone "
+                            "moves that reference (a rounded x is a step function of x: the book's step 18 says what "
+                            "it costs)"]), ways[0]
         return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products, each equal (to float32's "
-                    f"noise) to the product with {' or '.join(sorted(set(rounded.values())))}", [
-                        f"{failing[0]}: against x @ dequantize(q, scales).T + b, {first.summary}",
-                        *(f"  {name}: {rounded[name]}" for name in failing),
-                        "the kernel rounds what it multiplies, to multiply faster; the course keeps x and the "
-                        "dequantised weights in float32 and holds the model to transformers token for token, which "
-                        "a rounded x cannot be (the book's step 18 says why): multiply them as float32 in every path",
-                        f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"],
-                    None, first.margin)
+                    f"noise) to the product with {' or '.join(ways)}", [
+                        *(f"  {name}: {rounded.get(name, 'nothing rounded')}" for name in names),
+                        "the model and the server are held to transformers rounding every product one way: round x "
+                        "and w the same way for every M and K (one rounding, or none, in every path of the kernel)"],
+                    None, first.margin), None
     details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
-    return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin)
+    return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin), None
 
 
 def _rounded_as(got: np.ndarray, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> str | None:

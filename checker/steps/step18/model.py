@@ -1,6 +1,7 @@
 """Step 18's model part: the learner's GPT2PagedQ8 (PAGED_LAYERS blocks) compiled as max serve compiles it, run on
 MAX's paged KV cache through step 14's SCENARIO (prompts and decodes mixed, a request sitting a batch out), every
-row asked for, against transformers on the same dequantised weights (every product weight and wte). A model that
+row asked for, against transformers on the same dequantised weights (every product weight and wte; its products
+rounded as matmul_q8 rounds, within what float32's noise moves that: checker.steps.step18.rounded). A model that
 is off while both kernels pass is placed at the first piece of its stream that differs (the embeddings, a block's
 attention or MLP half, ln_f, the head), from what its LayerNorms and MLPs were handed (step 14's Probed).
 """
@@ -25,6 +26,7 @@ from checker.steps.step14.reference import (
     scenario_stream,
     scenario_tokens,
 )
+from checker.steps.step18.rounded import MARGIN, NOISE, reach, rounded_hf, widened
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
 from runtime.quantize import dequantize_hf
@@ -54,7 +56,9 @@ def every_row(paged):
     return EveryRow()
 
 
-def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Part:
+def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, rounding: str | None) -> Part:
+    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS, None: not at all): transformers' products
+    round the same way (checker.steps.step18.rounded)."""
     config = checkpoint.learner_config()
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
@@ -66,18 +70,22 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint) -> Par
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
-    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens))
+    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, rounding))
 
 
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
-                tokens: dict[str, list[int]]) -> Part:
-    hf = dequantize_hf(hf_model(checkpoint, PAGED_LAYERS))
+                tokens: dict[str, list[int]], rounding: str | None = None) -> Part:
+    hf = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)), rounding)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
     if flat_got.shape != flat_want.shape:
         return Part("paged model", FAIL, f"logits of shape {list(flat_got.shape)} over the scenario, expected "
                     f"{list(flat_want.shape)}: forward returns the logits of the rows it is handed (rows [R]), [R, V]")
-    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=WHOLE_MODEL)
+    tol = WHOLE_MODEL
+    if rounding is not None:  # held within what float32's noise alone moves the rounded reference
+        _, far = reach(hf, lambda: np.concatenate(scenario_logits(hf, tokens)), WHOLE_MODEL)
+        tol = widened(WHOLE_MODEL, far)
+    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=tol)
     if not verdict.ok:
         rows = [row for batch in scenario_rows(tokens) for row in batch]
         stream = scenario_stream(hf, tokens)
@@ -95,4 +103,8 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
         verdict.details += rows_differ(got, want, scenario_rows(tokens))
     part = Part.from_verdict("paged model", verdict)
     part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"
+    if rounding is not None:
+        part.summary += (f"; against transformers with {rounding} in every product, to "
+                         f"{tol.scale / WHOLE_MODEL.scale:.0f}x WHOLE_MODEL: {MARGIN:.0f}x what noise of {NOISE:.0e} "
+                         "before each rounding moves it")
     return part

@@ -189,8 +189,8 @@ def int8_blocks(x: np.ndarray) -> np.ndarray:
 
 
 # The ways a kernel may round what it multiplies, to multiply faster: x to bfloat16 (AVX-512's vdpbf16ps) or to
-# int8 per block of 32 (llama.cpp's Q8_0, VNNI's vpdpbusd), the weights (q times its scale) to bfloat16. The
-# course keeps x in float32 (book, step 18: why); a product that equals one of these is named, not just "off".
+# int8 per block of 32 (llama.cpp's Q8_0, VNNI's vpdpbusd), the weights (q times its scale) to bfloat16. Products
+# that equal one of these on every case pass, and the model is held to it (checker.steps.step18.rounded).
 ROUNDINGS = {
     "x in bfloat16": (bfloat16, None),
     "x and w in bfloat16": (bfloat16, bfloat16),

@@ -1,6 +1,7 @@
 """Step 18's served part: the learner's GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`serve --fast`), held
-to transformers on the same dequantised weights: CONCURRENT requests of different lengths at once, each token
-for token, then step 14's serving checks (streaming, echo with logprobs, generated logprobs, refusals).
+to transformers on the same dequantised weights (its products rounded as matmul_q8 rounds: step18.rounded):
+CONCURRENT requests of different lengths at once, each token for token (a rounding model: up to ties float32's
+noise decides), then step 14's serving checks (streaming, echo with logprobs, generated logprobs, refusals).
 """
 
 from __future__ import annotations
@@ -10,10 +11,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from checker.reporting.report import Part
-from checker.steps.step14.served import NEW_TOKENS, PROMPTS, greedy_reference, served_part, serving_checks
+from checker.steps.step14.served import (
+    NEW_TOKENS,
+    PROMPTS,
+    Held,
+    greedy_reference,
+    held_paths,
+    served_part,
+    serving_checks,
+)
 from checker.steps.step16.decode import hf_with
+from checker.steps.step18.rounded import held
 from runtime.checkpoints import Checkpoint
-from runtime.server import MODEL, same_text
+from runtime.server import MODEL
 
 # transformers is imported inside the functions that use it: importing it takes seconds.
 
@@ -27,14 +37,14 @@ def prompts() -> list[str]:
     return [f"{PROMPTS[i % len(PROMPTS)]}{' and more' * i}" for i in range(CONCURRENT)]
 
 
-def fast_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
+def fast_checks(server, checkpoint: Checkpoint, rounding: str | None) -> list[tuple[str, bool, str]]:
     from transformers import AutoTokenizer
 
-    model = hf_with(checkpoint)  # every product's weight dequantize(quantize(.)), the tied head's too
+    hold: Held = held(checkpoint, rounding, hf_with(checkpoint))  # every product's weight dequantize(quantize(.))
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     client = server.client()
     asked = prompts()
-    expected, _ = greedy_reference(checkpoint, asked, NEW_TOKENS, model)
+    expected, _ = greedy_reference(checkpoint, asked, NEW_TOKENS, hold.model)
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]
 
     def complete(prompt: str) -> str:
@@ -43,11 +53,11 @@ def fast_checks(server, checkpoint: Checkpoint) -> list[tuple[str, bool, str]]:
 
     with ThreadPoolExecutor(CONCURRENT) as pool:
         got = list(pool.map(complete, asked))
-    wrong = [i for i, (g, t) in enumerate(zip(got, texts)) if not same_text(g, t)]
+    wrong = [i for i, ids in enumerate(held_paths(checkpoint, hold, asked, got, expected)) if ids is None]
     first = (f"{CONCURRENT} concurrent requests of different lengths each equal transformers' greedy ids on the "
-             "same dequantised weights", not wrong,
+             f"same dequantised weights{hold.said()}", not wrong,
              "; ".join(f"request {i}: {got[i]!r} (expected {texts[i]!r})" for i in wrong[:4]))
-    return [first, *serving_checks(server, checkpoint, model)]
+    return [first, *serving_checks(server, checkpoint, hold)]
 
 
 def speed(server) -> str:
@@ -74,5 +84,6 @@ def speed(server) -> str:
     return said
 
 
-def fast_served_part(path: Path, checkpoint: Checkpoint) -> Part:
-    return served_part(path, checkpoint, fast_checks, speed)
+def fast_served_part(path: Path, checkpoint: Checkpoint, rounding: str | None = None) -> Part:
+    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS, None: not at all)."""
+    return served_part(path, checkpoint, lambda server, checkpoint: fast_checks(server, checkpoint, rounding), speed)
