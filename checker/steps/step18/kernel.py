@@ -207,12 +207,13 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     else:  # each off product is a rounded one
         ways = sorted(set(rounded.values()))
         if len(ways) == 1 and len(failing) == len(names):
-            return Part("products", PASS, f"{cases}, each equal (to float32's noise, {PRODUCT}) to the product "
-                        f"with {ways[0]}", [
+            worst = max(_margin(results[name][0], ways[0], *inputs[name]) for name in names)
+            return Part("products", PASS, f"{cases}, each equal to the product with {ways[0]}: worst {worst:.2f} "
+                        f"of allowed ({PRODUCT})", [
                             "your kernel rounds what it multiplies: from here on the model and the server are held to "
                             "transformers whose every product rounds the same way, within what float32's noise alone "
                             "moves that reference (a rounded x is a step function of x: the book's step 18 says what "
-                            "it costs)"]), ways[0]
+                            "it costs)"], margin=worst), ways[0]
         return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products, each equal (to float32's "
                     f"noise) to the product with {' or '.join(ways)}", [
                         *(f"  {name}: {rounded.get(name, 'nothing rounded')}" for name in names),
@@ -223,6 +224,12 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin), None
+
+
+def _margin(got: np.ndarray, rounding: str, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> float:
+    """max |got - the rounded product| / PRODUCT's allowed."""
+    return compare(got.astype(np.float64), rounded_product(rounding, x, dequantize(q, scales), b), axes=("", ""),
+                   mistakes=[], tol=PRODUCT).margin or 0.0
 
 
 def _rounded_as(got: np.ndarray, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> str | None:

@@ -5,12 +5,15 @@ A rounded x is a step function of x: where float32's last bits (the kernel's ord
 value on the other side of a rounding boundary, the product moves by a whole rounding step, and the layers after
 it carry the move on. So a right rounding kernel cannot equal its rounded reference to float32's noise; how far it
 may be is measured, not guessed: the reference is run again DRAWS times with each product's input multiplied by
-(1 + NOISE x a standard normal) before it rounds, and the farthest it went, times MARGIN, is the tolerance (never
-under the float32 one). A model that does not round is held as before.
+(1 + NOISE x a standard normal) before it rounds. A right model's own distance is a draw like theirs, so the
+farthest they went, times MARGIN, is the model's tolerance (never under the float32 one): a right model then uses
+about a tenth of it, as a right answer does in every other part. The server's tokens may differ from the
+reference's where the top two logits are within TIE x the farthest a logit went (a tie the noise decides), and its
+log-probabilities by TIE x theirs. A model that does not round is held as before.
 
     rounded_hf(hf, rounding)       transformers' GPT-2 whose products round as ROUNDINGS[rounding] says
     reach(hf, run, tol)            (run(), the farthest a noisy run() went, in multiples of tol.allowed)
-    widened(tol, far)              tol scaled by MARGIN x far, at least tol
+    widened(tol, far, factor)      tol scaled by factor x far, at least tol
     held(checkpoint, rounding)     step 14's Held for the served model: the rounded reference, its log-probability
                                    tolerance and the logit gap under which two tokens tie
 """
@@ -21,7 +24,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from checker.reporting.compare import DECODE, Tolerance
+from checker.reporting.compare import CORRECT_MARGIN, DECODE, Tolerance
 from checker.steps.step14.served import NEW_TOKENS, PROMPTS, Held, greedy_reference, prompt_logprobs
 from checker.steps.step18.reference import ROUNDINGS
 from runtime.checkpoints import Checkpoint
@@ -31,7 +34,8 @@ from runtime.quantize import PRODUCTS
 
 NOISE = 1e-6  # relative: the size of float32's rounding in a sum of a few hundred products
 DRAWS = 3
-MARGIN = 3.0
+MARGIN = 1 / CORRECT_MARGIN  # the model part: a right model's distance, about the noise's, a tenth of its tolerance
+TIE = 3.0  # the served part: how many times the noise's farthest move still counts as a tie
 
 
 def rounded_hf(hf, rounding: str | None):
@@ -86,16 +90,16 @@ def reach(hf, run, tol: Tolerance | None = None) -> tuple[np.ndarray, float]:
     return clean, far
 
 
-def widened(tol: Tolerance, far: float) -> Tolerance:
-    """tol scaled by MARGIN x far, never below tol."""
-    f = max(1.0, MARGIN * far)
+def widened(tol: Tolerance, far: float, factor: float = MARGIN) -> Tolerance:
+    """tol scaled by factor x far, never below tol."""
+    f = max(1.0, factor * far)
     return Tolerance(tol.scale * f, tol.rtol * f)
 
 
 def held(checkpoint: Checkpoint, rounding: str | None, model) -> Held:
     """step 14's Held for a served model whose products round as `rounding` says: `model` (transformers on the
-    dequantised weights) made to round alike, log-probabilities to DECODE widened by their reach over PROMPTS'
-    echo, and the tie: MARGIN x the farthest a logit of PROMPTS' greedy continuations moved under noise."""
+    dequantised weights) made to round alike, log-probabilities to DECODE widened TIE x their reach over
+    PROMPTS' echo, and the tie: TIE x the farthest a logit of PROMPTS' greedy continuations moved under noise."""
     import torch
     from transformers import AutoTokenizer
 
@@ -112,4 +116,4 @@ def held(checkpoint: Checkpoint, rounding: str | None, model) -> Held:
             return np.concatenate([hf(torch.tensor([s])).logits[0].double().numpy() for s in sequences])
 
     _, gap = reach(hf, logits)
-    return Held(hf, widened(DECODE, far_lp), MARGIN * gap)
+    return Held(hf, widened(DECODE, far_lp, TIE), TIE * gap)
