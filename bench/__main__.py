@@ -10,6 +10,8 @@
     python -m bench --serve --fast   step 18's server against step 14's, llama.cpp's llama-server (--llama-cpp SRC
                                      --llama-server BINARY) and transformers at 1, 4, 16 and 32 streams, prompts
                                      of 32 and 512 tokens (bench/servers.py; --figure, default .cache/serving.png)
+    python -m bench --decode-split   where a decode step of step 18's served graph goes at 1 to 32 requests: its
+                                     products, its attention, the rest (bench/served_split.py)
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
     python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
     python -m bench --context        every decoder's tokens/s against the context length, drawn as a PNG
@@ -42,7 +44,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import runtime
-from bench import serve, servers
+from bench import serve, served_split, servers
 from bench.checks import main as checks
 from bench.decoders import TINY_CONFIG, hf_tiny, int8_model
 from bench.flash import CONTEXTS, FLASH_HEAD_DIM, fast_split, prefill_memory
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                         "llama-server's and transformers'")
     parser.add_argument("--llama-server", type=Path, default=None, metavar="BINARY",
                         help="with --serve --fast: llama.cpp's llama-server, built from the --llama-cpp tree")
+    parser.add_argument("--decode-split", action="store_true", help="step 18's served decode step at 1 to 32 "
+                        "requests: its products, its attention, the rest")
     parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
                         "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
@@ -106,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         config = learner_config(json.loads((folder / "config.json").read_text()))
         if args.memory:
             return memory_report(prefill_memory(config))
+        if args.decode_split:
+            if config.n_embd // config.n_head != FLASH_HEAD_DIM:
+                print(f"--decode-split runs step 18's kernels, written for heads of {FLASH_HEAD_DIM}: not {model}")
+                return 2
+            return served_split.main(folder, config, machine(), args.json or CACHE / "bench-decode-split.json")
         if args.context:
             info, figure = machine(), args.figure or CACHE / "decode-by-context.png"
             result = dict(model=model, machine=info, **context(folder, config, args.llama_cpp, figure, info))

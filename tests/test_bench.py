@@ -279,3 +279,19 @@ def test_peak_memory_of_a_call_sees_a_buffer_it_touches_and_frees():
                      "_peak_above(lambda: None)[0])", timeout=120)
     peak, kept, idle = map(float, run.stdout.split())
     assert 48e6 <= peak < 60e6 and kept < 8e6 and idle < 2e6, (peak, kept, idle)
+
+
+@pytest.mark.slow
+def test_decode_split_takes_the_products_and_the_attention_out_of_the_served_step(checkpoints):
+    """`--decode-split` on the GPT-2-shaped stand-in at 16 requests: the served step, without its products, and
+    without its attention too; the products are most of the step, the attention and the rest take time of their
+    own, and the report shows each."""
+    from bench.machine import machine
+    from bench.served_split import decode_split, split_report
+
+    checkpoint = checkpoints["synthetic"]
+    [row] = decode_split(checkpoint.path, checkpoint.learner_config(), streams=(16,))
+    assert row["streams"] == 16 and row["products_ms"] > 0.3 * row["step_ms"], row
+    assert row["attention_ms"] > 0 and row["no_products_no_attention_ms"] > 0, row
+    text = split_report([row], machine())
+    assert f"| 16 | {row['step_ms']:.1f} | {row['products_ms']:.1f} | {row['attention_ms']:.1f} |" in text, text

@@ -1,0 +1,153 @@
+"""`python -m bench --decode-split`: where a decode step of step 18's served graph goes, at 1, 4, 16 and 32 requests.
+
+The graph is the one MAX's server runs (gpt2_arch's ServedFastGPT2 around solution 18's GPT2PagedQ8), on MAX's
+own paged cache, each request a 32-token prompt and then a token a step. It is compiled three times: whole; with
+every product (matmul_q8) replaced by a stand-in of its shape (x's first column, broadcast); and with the
+attention (paged_flash_attention) replaced too (q + k + v). Each version decodes its own requests, the three in
+alternating rounds; the differences of their median steps are the products' and the attention's share, what the
+third takes is the rest (the other graph ops, the calls between them).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+
+STREAMS = (1, 4, 16, 32)
+PROMPT = 32
+PAGE = 128  # positions a page: every request's prompt and its steps fit in one
+ROUNDS, STEPS = 4, 10  # alternating rounds of STEPS timed steps per version, after one untimed
+
+
+def _stand_in_product(x, q, scales, bias=None):
+    """matmul_q8's shape, none of its work: x [M, K] -> [M, N], x's first column."""
+    from max.experimental import functional as F
+
+    return F.broadcast_to(x[:, :1], [x.shape[0], q.shape[0]])
+
+
+def _stand_in_attention(q, k, v, kv_collection, input_row_offsets, layer):
+    return q + k + v
+
+
+def _compiled(folder: Path, config, kv_params, stand_ins: dict):
+    """ServedFastGPT2 around solution 18's GPT2PagedQ8 (solution 11's model loaded), compiled for ragged batches,
+    with solution 18's functions named in `stand_ins` replaced while it is traced."""
+    from max.experimental import functional as F
+    from max.graph import DeviceRef
+    from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
+    from safetensors.numpy import load_file
+
+    from gpt2_arch.model import ServedFastGPT2
+    from runtime.files import MODEL_FILE
+    from solutions import solution_11, solution_18
+
+    with F.lazy():
+        lm = solution_11.GPT2LMHeadModel(config)
+    solution_11.load_hf_weights(lm, load_file(folder / MODEL_FILE))
+    with ExitStack() as patches:
+        for name, stand_in in stand_ins.items():
+            patches.enter_context(mock.patch.object(solution_18, name, stand_in))
+        served = ServedFastGPT2(solution_18.GPT2PagedQ8(lm, kv_params), kv_params)
+        return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
+
+
+class _Requests:
+    """`streams` requests on `manager`'s pages, each a random prompt of PROMPT ids; step() runs one batch of them
+    (each request's new tokens) through `graph`, feeds back each one's argmax and returns the seconds it took."""
+
+    def __init__(self, graph, manager, streams: int, rng):
+        from max.pipelines.context import TextContext, TokenBuffer
+        from max.pipelines.modeling.types import RequestID
+
+        self.graph, self.manager, self.contexts = graph, manager, []
+        for _ in range(streams):
+            ids = rng.integers(0, 50000, PROMPT).astype(np.int64)
+            context = TextContext(request_id=RequestID(), max_length=PAGE, tokens=TokenBuffer(ids))
+            manager.claim(context)
+            self.contexts.append(context)
+
+    def step(self) -> float:
+        from max import tree
+        from max.driver import Buffer
+
+        for context in self.contexts:
+            self.manager.alloc(context)
+        ids = np.concatenate([c.tokens.active for c in self.contexts]).astype(np.int64)
+        offsets = np.cumsum([0] + [len(c.tokens.active) for c in self.contexts]).astype(np.uint32)
+        started = time.perf_counter()
+        out = self.graph(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
+                         Buffer.from_numpy(offsets), *tree.leaves(self.manager.runtime_inputs([self.contexts])))
+        chosen = np.from_dlpack(out.next_token_logits).argmax(-1)
+        took = time.perf_counter() - started
+        for context, token in zip(self.contexts, chosen):
+            context.update(int(token))
+            self.manager.step(context)
+        return took
+
+    def release(self) -> None:
+        for context in self.contexts:
+            self.manager.release(context)
+
+
+def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> list[dict]:
+    """Per number of requests: the median ms of a decode step, whole, without its products, and without its
+    products and attention; and the shares they give."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import MHAKVCacheParams
+    from max.pipelines.kv_cache import PagedKVCacheManager
+
+    kv_params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
+                                 num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
+    versions = {"step": {}, "no_products": {"matmul_q8": _stand_in_product},
+                "no_products_no_attention": {"matmul_q8": _stand_in_product,
+                                             "paged_flash_attention": _stand_in_attention}}
+    graphs = {name: _compiled(folder, config, kv_params, stand_ins) for name, stand_ins in versions.items()}
+    manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]),
+                                  total_num_pages=len(versions) * max(streams) + 1, max_batch_size=max(streams))
+    rng, out = np.random.default_rng(0), []
+    for n in streams:
+        requests = {name: _Requests(graph, manager, n, rng) for name, graph in graphs.items()}
+        for r in requests.values():
+            r.step()  # the prompts
+        samples: dict[str, list[float]] = {name: [] for name in requests}
+        for _ in range(ROUNDS):
+            for name, r in requests.items():
+                r.step()
+                samples[name] += [r.step() for _ in range(STEPS)]
+        for r in requests.values():
+            r.release()
+        ms = {name: 1e3 * statistics.median(s) for name, s in samples.items()}
+        out.append(dict(streams=n, **{f"{name}_ms": v for name, v in ms.items()},
+                        products_ms=ms["step"] - ms["no_products"],
+                        attention_ms=ms["no_products"] - ms["no_products_no_attention"]))
+    return out
+
+
+def split_report(rows: list[dict], machine: dict) -> str:
+    cpu = f"{machine['processor']} ({', '.join(machine['vector_extensions'])}), {machine['cpus']} CPUs"
+    lines = [f"{cpu}: step 18's served decode step (median ms over {ROUNDS} x {STEPS} steps, "
+             f"{PROMPT}-token prompts then a token a request a step)", "",
+             "| requests | step | products | attention | the rest | tokens/s of the step alone |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['streams']} | {r['step_ms']:.1f} | {r['products_ms']:.1f} | {r['attention_ms']:.1f} | "
+                     f"{r['no_products_no_attention_ms']:.1f} | {1e3 * r['streams'] / r['step_ms']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(folder: Path, config, machine: dict, path: Path) -> int:
+    rows = decode_split(folder, config)
+    print(split_report(rows, machine))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(machine=machine, split=rows), indent=1))
+    return 0
