@@ -186,7 +186,8 @@ def test_outputs_that_change_between_runs_are_placed():
 
 
 @pytest.mark.heavy
-def test_solution_passes_with_margin_and_serves(checkpoints, record_property, step_folder):
+def test_solution_passes_with_margin_and_serves(checkpoints, record_property, step_folder, server_slot, monkeypatch):
+    monkeypatch.setenv("GPT2_CHECK_SERVE", "1")  # the suite's default is no server (tests/conftest.py)
     path = step_folder / "step_18.py"
     path.write_text(solution_source("18"))
     add_kernel(path, "18")
