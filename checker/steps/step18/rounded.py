@@ -54,7 +54,9 @@ def rounded_hf(hf, rounding: str | None):
         return torch.from_numpy(f(a) if f else a).reshape(t.shape)
 
     def hook(module, args, out, head=False):
-        w = module.__dict__.setdefault("_rounded_weight", rounded(rw, module.weight))  # [in, out], the head's [V, C]
+        if "_rounded_weight" not in module.__dict__:  # once: the head's is 50257 x 768
+            module._rounded_weight = rounded(rw, module.weight)  # [in, out], the head's [V, C]
+        w = module._rounded_weight
         x = args[0]
         if hf._noise is not None:
             x = x * (1 + NOISE * torch.from_numpy(hf._noise.standard_normal(x.shape, dtype=np.float32)))
