@@ -237,6 +237,19 @@ def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race
     assert part.mistake is mistake and "different outputs in 3 runs" in _said(part), _said(part)
 
 
+def test_a_mistake_whose_stores_collide_on_every_case_is_named_from_the_values_that_hold():
+    """Under load the same collisions may race on every case: the mistake is named from the values that are the
+    same in every run, and a right kernel's race is not taken for it."""
+    mistake = next(m for m in CATALOGUE if m.id == "page-from-position")
+    for compute, named in ((mistake.compute, mistake), (expected, None)):
+        results = _results(compute)
+        for name in list(INPUTS):
+            results[name] = results[name].copy()
+            results[name][2, 0, 0] += 1.0  # the first row's first head differs in the third run, on every case
+        part = judge(INPUTS, results)
+        assert part.mistake is named and "different outputs in 3 runs" in _said(part), _said(part)
+
+
 def test_what_changes_from_run_to_run_is_placed_by_row_request_head_and_page():
     """A race on one request's rows and the pool: the rows, their request, the heads and the pages are said."""
     results = _results(expected)
