@@ -48,12 +48,15 @@ def free_port() -> int:
 def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> list[str]:
     """`max serve` of the GPT-2 checkpoint folder through the course's gpt2_arch package, CPU only, with
     OpenAI's completions semantics (gpt2_arch.server), every prompt row's logits kept for `echo`, under
-    the guard that ends it when this process is gone."""
+    the guard that ends it when this process is gone. In-flight batching: a new prompt's rows join the
+    decoding requests' step (one ragged batch, each weight read once for all) instead of a step of their
+    own that the others wait on."""
     return [sys.executable, "-m", "runtime.guard", sys.executable, "-m", "gpt2_arch.server", "serve",
             "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--served-model-name", MODEL,
             "--devices", "cpu",
             "--max-batch-size", str(max_batch_size),
             "--no-enable-overlap-scheduler", "--no-device-graph-capture", "--enable-echo",
+            "--enable-in-flight-batching",
             "--host", "127.0.0.1", "--port", str(port)]
 
 
