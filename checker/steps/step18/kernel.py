@@ -68,9 +68,11 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     raced = [name for name in names if _varies(results[name]).any() or _varies(results[f"{name}#3"]).any()]
     if raced:
         summary = f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}"
-        race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool), "
-                "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
-                "their own, then attend; give each task its own outputs")
+        race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool); "
+                "or a task reads a key another has not stored yet (store every new key and value first, in a pass of "
+                "their own, then attend); or a row reads past its positions: a tile of keys that runs over its page's "
+                "last slot reads whatever follows in the pool, another request's page being written (end each tile "
+                "at its page's end)")
         where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
                  for case in kernel_cases() if case.name in raced][:3]
         if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, steady=True)) is not None:
