@@ -134,7 +134,9 @@ def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
             out[4 * (M // 4):] = 0
         wrong[name] = np.stack([out] * REPEATS)
     part, _ = judge_products(inputs, wrong)
+    off = [name for name, M, *_ in product_cases() if M % 4]
     assert part.status == FAIL and "last M % 4 rows" in _said(part), _said(part)
+    assert f"also off: {'; '.join(off[1:])}" in _said(part), _said(part)  # every failing case named
 
 
 def _rounded_results(inputs, rounding: str, rounds) -> dict[str, np.ndarray]:

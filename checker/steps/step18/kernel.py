@@ -243,6 +243,8 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
+    if len(failing) > 1:
+        details.append(f"also off: {'; '.join(failing[1:])}")
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products", details, None, first.margin), None
 
 
