@@ -24,6 +24,7 @@ from checker.steps.step18.reference import (
     positions,
     product_cases,
     rounded_product,
+    slots,
     stored,
     stored_at,
 )
@@ -250,6 +251,48 @@ def test_a_mistake_whose_stores_collide_on_every_case_is_named_from_the_values_t
             results[name][2, 0, 0] += 1.0  # the first row's first head differs in the third run, on every case
         part = judge(INPUTS, results)
         assert part.mistake is named and "different outputs in 3 runs" in _said(part), _said(part)
+
+
+def test_a_kernel_that_reads_past_a_pages_end_is_off_after_the_first_page_not_racing():
+    """Keys read in tiles of 32 straight through memory from each tile's first position (a tile that runs over its
+    page's last slot), nobody catalogued: the pool's unread slots hold NaN or the other layer's noise, never another
+    request's keys being stored, so the output is the same every run and is read by the rows it is off on."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        lay = int(layer[0])
+        after = stored(k, v, blocks, cl, lookup, offsets, lay)
+        pages, _, L, P, H, D = after.shape
+        flat = np.concatenate([after.reshape(-1), np.full(2 * P * H * D, np.nan, np.float32)])  # NaN past the end
+        request, position = positions(offsets, cl)
+        keys = np.zeros((2, *q.shape[:1], position.max() + 1, H, D))
+        for r, (b, p) in enumerate(zip(request, position)):
+            for j in range(p + 1):
+                first = j - j % 32  # the tile's first position, and its page's address
+                at = ((int(lookup[b, first // P]) * 2 * L + lay) * P + first % P + j - first) * H * D
+                keys[0, r, j], keys[1, r, j] = (flat[at + kv * L * P * H * D:][:H * D].reshape(H, D) for kv in (0, 1))
+        s = np.einsum("rhd,rshd->rhs", q.astype(np.float64), keys[0]) / np.sqrt(D)
+        s = np.where(np.arange(s.shape[-1]) > position[:, None, None], -np.inf, s)  # keys past a row's position
+        w = np.exp(s - s.max(-1, keepdims=True))
+        return np.einsum("rhs,rshd->rhd", w / w.sum(-1, keepdims=True), keys[1]), after
+    said = _said(judge(INPUTS, _results(compute)))
+    assert "different outputs" not in said and "right on every row at a position up to 15" in said, said
+
+
+def test_the_pool_is_nan_where_no_row_reads_and_ends_in_a_page_no_request_owns():
+    """A read past a page's end stays inside the pool (the last page in memory is the table's padding, owned by no
+    request), and a read of a slot no row may read before storing there comes out NaN; a right kernel reads none."""
+    for case in kernel_cases():
+        q, k, v, blocks, cl, lookup, offsets, layer = INPUTS[case.name]
+        P, lay, last = case.page, int(layer[0]), blocks.shape[0] - 1
+        owned = {int(lookup[b, j]) for b, n in enumerate(np.diff(offsets.astype(int)))
+                 for j in range(-(-(int(cl[b]) + n) // P))}
+        assert last not in owned and np.isnan(blocks[last, :, lay]).all(), case.name
+        cached = np.zeros(blocks.shape[0] * P, bool)
+        for b in range(len(cl)):
+            page, slot = slots(lookup, b, int(cl[b]), P)
+            cached[page * P + slot] = True
+        nan = np.isnan(blocks[:, :, lay]).transpose(0, 2, 1, 3, 4).reshape(len(cached), -1).all(axis=1)
+        assert (nan == ~cached).all(), case.name
+        assert np.isfinite(expected(*INPUTS[case.name])[0]).all(), case.name
 
 
 def test_what_changes_from_run_to_run_is_placed_by_row_request_head_and_page():

@@ -141,12 +141,13 @@ def _seen(mistake, arrays: list, outputs: np.ndarray, pools: np.ndarray, steady:
     held = ~_varies(outputs) if steady else np.ones(outputs.shape[1:], bool)
     kept = ~_varies(pools) if steady else np.ones(pools.shape[1:], bool)
     got, left = np.where(held, outputs[0], out), np.where(kept, pools[0], pool)
-    agrees = np.array_equal(left, pool) and compare(got.astype(np.float64), np.asarray(out, np.float64), axes=AXES,
-                                                    mistakes=[], tol=KERNEL).ok
+    agrees = np.array_equal(left, pool, equal_nan=True) and compare(
+        got.astype(np.float64), np.asarray(out, np.float64), axes=AXES, mistakes=[], tol=KERNEL).ok
     if not steady:
         return agrees, True
     right, right_pool = expected(*arrays)
-    shows = bool((held & ~np.isclose(out, right, rtol=1e-3, atol=1e-4)).any() or (kept & (pool != right_pool)).any())
+    shows = bool((held & ~np.isclose(out, right, rtol=1e-3, atol=1e-4, equal_nan=True)).any()
+                 or (kept & (pool != right_pool) & ~(np.isnan(pool) & np.isnan(right_pool))).any())
     return agrees, shows
 
 

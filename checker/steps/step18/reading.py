@@ -119,21 +119,22 @@ STORES = [
 def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -> list[str]:
     """What is wrong with the pool the kernel left on one case (its first run), read by where it differs: [] when
     it equals `want`."""
-    if np.array_equal(got, want):
+    if np.array_equal(got, want, equal_nan=True):
         return []
     q, k, v, blocks, cl, lookup, offsets, layer = inputs
     P, lay = blocks.shape[3], int(layer[0])
-    if np.array_equal(got, blocks):
+    if np.array_equal(got, blocks, equal_nan=True):
         return ["the pool is as it was before the call: the new rows' keys and values were not stored"]
     lines = []
-    differs = np.any(got != want, axis=(4, 5))  # [pages, 2, L, PAGE]
+    differs = np.any((got != want) & ~(np.isnan(got) & np.isnan(want)), axis=(4, 5))  # [pages, 2, L, PAGE]
     if np.delete(differs, lay, axis=2).any():
         lines.append(f"another layer's keys or values changed: the call stores into layer {lay} (blocks[page, 0 or 1, "
                      "layer, slot]) and no other")
     request, position = positions(offsets, cl)
     rows = np.arange(len(request))
     for says, moved in STORES:
-        if np.array_equal(got, stored_at(k, v, blocks, lookup, request, moved(position, rows, cl[request]), lay)):
+        if np.array_equal(got, stored_at(k, v, blocks, lookup, request, moved(position, rows, cl[request]), lay),
+                          equal_nan=True):
             return [*lines, f"the new keys and values were stored as if {says}"]
     page = lookup[request, position // P].astype(np.int64)
     keys, values = got[page, 0, lay, position % P], got[page, 1, lay, position % P]  # [T, H, D] where they belong
@@ -156,7 +157,7 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
                      "pool): a page or slot computed otherwise than lookup_table[b, p / PAGE] and p % PAGE")
     before = blocks[page, 0, lay, position % P]
     unwritten = [(int(request[r]), int(position[r])) for r in range(len(request))
-                 if not np.array_equal(keys[r], k[r]) and np.array_equal(keys[r], before[r])]
+                 if not np.array_equal(keys[r], k[r]) and np.array_equal(keys[r], before[r], equal_nan=True)]
     if unwritten:
         said = "; ".join(f"request {b} position {p}" for b, p in unwritten[:6])
         lines.append(f"new positions left as they were: {said}{', ...' if len(unwritten) > 6 else ''}")
@@ -176,7 +177,10 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
         said = read(rows, rows.nonfinite, OFF)
         lines.append(f"NaN or inf in your output: {said}" if said else
                      f"NaN or inf in your output on {int(rows.nonfinite.sum())} of {len(rows.nonfinite)} rows: a row "
-                     "that sees no key (0 / 0), or a read past a tensor's end (each input is surrounded by NaN)")
+                     "that sees no key (0 / 0), or a read of what no row may read: past a tensor's end (each input "
+                     "is surrounded by NaN), or a slot of the pool outside the row's own positions (this check's "
+                     "pool holds NaN in the other layer, in the pages no request owns, past each request's cache "
+                     "length until its new rows are stored)")
     off = rows.off & ~rows.nonfinite
     c = factors(rows)[off]
     if len(c) and np.isfinite(c).all():

@@ -67,9 +67,11 @@ def kernel_cases() -> list[Case]:
 
 def case_arrays(case: Case, seed: int) -> list[np.ndarray]:
     """The kernel's inputs for `case`: q, k, v [T, H, D] float32, blocks [pages, 2, LAYERS, PAGE, H, D] float32
-    (every slot filled: the cached positions' keys and values, noise elsewhere), cache_lengths [B] uint32,
+    (the cached positions' keys and values, noise or NaN elsewhere), cache_lengths [B] uint32,
     lookup [B, max_pages] uint32 (a shuffled pool; the entries past a request's pages name a page no request
-    owns, as MAX pads its table), offsets [B + 1] uint32, layer [1] uint32."""
+    owns, as MAX pads its table, and is the pool's last), offsets [B + 1] uint32, layer [1] uint32. The layer's
+    slots a right kernel never reads before it stores there hold NaN: the pages no request owns, each request's
+    positions from its cache length on (the new rows' slots until they are stored)."""
     rng = np.random.default_rng([seed, *map(len, (case.cached, case.new)), case.page, case.heads,
                                  sum(case.cached), sum(case.new)])
     B, H, P = len(case.cached), case.heads, case.page
@@ -77,6 +79,7 @@ def case_arrays(case: Case, seed: int) -> list[np.ndarray]:
     own = [n - (case.shared if b == 1 else 0) for b, n in enumerate(needs)]  # request 1 owns none of the shared
     pages = sum(own) + case.spare
     order = rng.permutation(pages)  # pages out of order in the pool
+    order[[np.argmax(order), -1]] = order[[-1, np.argmax(order)]]  # the padding page last in memory: see below
     width = max(needs) + 1
     lookup = np.full((B, width), order[-1], np.uint32)  # past a request's pages: a spare page, as MAX pads
     used = 0
@@ -87,6 +90,13 @@ def case_arrays(case: Case, seed: int) -> list[np.ndarray]:
         lookup[b, start:needs[b]] = order[used:used + own[b]]
         used += own[b]
     blocks = rng.standard_normal((pages, 2, LAYERS, P, H, D)).astype(np.float32)
+    # NaN where a right kernel never reads (before storing there): a row that reads one comes out NaN. The pages
+    # no request owns, the last of them last in memory (a read past a page's end finds NaN, not other memory),
+    # and each request's positions from its cache length on; the other layer keeps its noise.
+    unread = np.ones((pages, P), bool)  # [page, slot]
+    for b in range(B):
+        unread[slots(lookup, b, case.cached[b], P)] = False
+    blocks[:, :, LAYER].transpose(0, 2, 1, 3, 4)[unread] = np.nan
     T = sum(case.new)
     q, k, v = (rng.standard_normal((T, H, D)).astype(np.float32) for _ in range(3))
     offsets = np.concatenate([[0], np.cumsum(case.new)]).astype(np.uint32)
