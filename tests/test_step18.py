@@ -189,14 +189,15 @@ def test_outputs_that_change_between_runs_are_placed():
 
 
 @pytest.mark.heavy
-def test_solution_passes_with_margin_and_serves(checkpoints, record_property, step_folder, server_slot, monkeypatch):
-    monkeypatch.setenv("GPT2_CHECK_SERVE", "1")  # the suite's default is no server (tests/conftest.py)
+def test_solution_passes_with_margin(checkpoints, record_property, step_folder):
+    """The kernels and the paged model (the suite's default is no server, tests/conftest.py: the served part's
+    reference, transformers rounding alike with its noisy draws, ran past the 20-minute limit beside CI's other
+    worker; `python -m checker 18 --check-solution` runs it)."""
     path = step_folder / "step_18.py"
     path.write_text(solution_source("18"))
     add_kernel(path, "18")
     report = step18.check(path, checkpoints["synthetic"])
     assert_passes_with_margin(report, "18", "synthetic", record_property)
-    assert report.part("served").status == PASS, report.render()
 
 
 @pytest.mark.heavy
