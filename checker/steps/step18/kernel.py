@@ -28,6 +28,7 @@ from checker.steps.step18.reference import (
     PRODUCT,
     ROUNDINGS,
     case_arrays,
+    differs,
     expected,
     kernel_cases,
     product_cases,
@@ -68,14 +69,12 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     raced = [name for name in names if _varies(results[name]).any() or _varies(results[f"{name}#3"]).any()]
     if raced:
         summary = f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}"
-        race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool); "
-                "or a task reads a key another has not stored yet (store every new key and value first, in a pass of "
-                "their own, then attend); or a row reads past its positions: a tile of keys that runs over its page's "
-                "last slot reads whatever follows in the pool, another request's page being written (end each tile "
-                "at its page's end)")
+        race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool), "
+                "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
+                "their own, then attend; give each task its own outputs")
         where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
                  for case in kernel_cases() if case.name in raced][:3]
-        if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, steady=True)) is not None:
+        if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, wants, steady=True)) is not None:
             # a mistake that explains every value the same in every run: its stores collide where it races
             return Part("attention", FAIL, summary, [named.says, f"where it races: {race}", *where], named)
         return Part("attention", FAIL, summary, [race, "what changes from run to run:", *where])
@@ -88,7 +87,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         return Part("attention", PASS, f"{len(names)} ragged paged batches, {REPEATS} runs each, the same every run, "
                     f"the pool written at the new positions and nowhere else; worst {worst:.2f} of allowed ({KERNEL})",
                     margin=worst)
-    if (named := _named(inputs, results)) is not None:
+    if (named := _named(inputs, results, wants)) is not None:
         return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", [named.says], named,
                     verdicts[failing[0]].margin)
     first = failing[0]
@@ -121,22 +120,24 @@ def _race_where(case, outputs: np.ndarray, pools: np.ndarray) -> str:
     return "; ".join(said) or "nothing"
 
 
-def _named(inputs: dict, results: dict, steady: bool = False):
+def _named(inputs: dict, results: dict, wants: dict, steady: bool = False):
     """The catalogued mistake whose output and pool equal the learner's on every case, or None. With `steady`,
     only the values that are the same in every run are compared (a mistake whose stores collide races on the
     others), and they must show the mistake: somewhere they differ from the right kernel's."""
     names = [case.name for case in kernel_cases()]
     for mistake in CATALOGUE:
-        seen = [_seen(mistake, inputs[name], results[name], results[f"{name}#3"], steady) for name in names]
+        seen = [_seen(mistake, inputs[name], results[name], results[f"{name}#3"], wants[name], steady)
+                for name in names]
         if all(agrees for agrees, _ in seen) and any(shows for _, shows in seen):
             return mistake
     return None
 
 
-def _seen(mistake, arrays: list, outputs: np.ndarray, pools: np.ndarray, steady: bool) -> tuple[bool, bool]:
+def _seen(mistake, arrays: list, outputs: np.ndarray, pools: np.ndarray, want: tuple,
+          steady: bool) -> tuple[bool, bool]:
     """One case's REPEATS outputs and pools against what `mistake` computes -> (they agree, the values compared
-    differ from the right kernel's somewhere). With `steady`, a value that changes from run to run is not
-    compared."""
+    differ from the right kernel's, `want` (output, pool), somewhere). With `steady`, a value that changes from
+    run to run is not compared."""
     out, pool = mistake.compute(*arrays)
     held = ~_varies(outputs) if steady else np.ones(outputs.shape[1:], bool)
     kept = ~_varies(pools) if steady else np.ones(pools.shape[1:], bool)
@@ -145,9 +146,9 @@ def _seen(mistake, arrays: list, outputs: np.ndarray, pools: np.ndarray, steady:
         got.astype(np.float64), np.asarray(out, np.float64), axes=AXES, mistakes=[], tol=KERNEL).ok
     if not steady:
         return agrees, True
-    right, right_pool = expected(*arrays)
+    right, right_pool = want
     shows = bool((held & ~np.isclose(out, right, rtol=1e-3, atol=1e-4, equal_nan=True)).any()
-                 or (kept & (pool != right_pool) & ~(np.isnan(pool) & np.isnan(right_pool))).any())
+                 or (kept & differs(pool, right_pool)).any())
     return agrees, shows
 
 

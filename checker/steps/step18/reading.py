@@ -19,7 +19,7 @@ import numpy as np
 
 from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read
 from checker.reporting.compare import ranges
-from checker.steps.step18.reference import KERNEL, attend, kernel_cases, positions, stored, stored_at
+from checker.steps.step18.reference import KERNEL, attend, differs, kernel_cases, positions, stored, stored_at
 
 AXES = ("row", "head", "")
 
@@ -126,8 +126,8 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
     if np.array_equal(got, blocks, equal_nan=True):
         return ["the pool is as it was before the call: the new rows' keys and values were not stored"]
     lines = []
-    differs = np.any((got != want) & ~(np.isnan(got) & np.isnan(want)), axis=(4, 5))  # [pages, 2, L, PAGE]
-    if np.delete(differs, lay, axis=2).any():
+    changed = np.any(differs(got, want), axis=(4, 5))  # [pages, 2, L, PAGE]
+    if np.delete(changed, lay, axis=2).any():
         lines.append(f"another layer's keys or values changed: the call stores into layer {lay} (blocks[page, 0 or 1, "
                      "layer, slot]) and no other")
     request, position = positions(offsets, cl)
@@ -145,7 +145,7 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
     for b in range(len(cl)):
         for p in range(int(cl[b]) + int(offsets[b + 1] - offsets[b])):
             owner.setdefault((int(lookup[b, p // P]), p % P), (b, p))
-    wrong = [(int(pg), int(s)) for pg, s in np.argwhere(differs[:, :, lay].any(axis=1))]
+    wrong = [(int(pg), int(s)) for pg, s in np.argwhere(changed[:, :, lay].any(axis=1))]
     cached = sorted({owner[at] for at in wrong if at in owner and owner[at][1] < int(cl[owner[at][0]])})
     if cached:
         said = "; ".join(f"request {b} position {p}" for b, p in cached[:6]) + (", ..." if len(cached) > 6 else "")
@@ -161,7 +161,7 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
     if unwritten:
         said = "; ".join(f"request {b} position {p}" for b, p in unwritten[:6])
         lines.append(f"new positions left as they were: {said}{', ...' if len(unwritten) > 6 else ''}")
-    return lines or [f"the pool differs from what the call must leave at {int(differs.sum())} slots"]
+    return lines or [f"the pool differs from what the call must leave at {int(changed.sum())} slots"]
 
 
 def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
@@ -179,8 +179,8 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
                      f"NaN or inf in your output on {int(rows.nonfinite.sum())} of {len(rows.nonfinite)} rows: a row "
                      "that sees no key (0 / 0), or a read of what no row may read: past a tensor's end (each input "
                      "is surrounded by NaN), or a slot of the pool outside the row's own positions (this check's "
-                     "pool holds NaN in the other layer, in the pages no request owns, past each request's cache "
-                     "length until its new rows are stored)")
+                     "pool holds NaN in the pages no request owns and past each request's cache length until its "
+                     "new rows are stored)")
     off = rows.off & ~rows.nonfinite
     c = factors(rows)[off]
     if len(c) and np.isfinite(c).all():

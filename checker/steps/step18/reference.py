@@ -79,7 +79,8 @@ def case_arrays(case: Case, seed: int) -> list[np.ndarray]:
     own = [n - (case.shared if b == 1 else 0) for b, n in enumerate(needs)]  # request 1 owns none of the shared
     pages = sum(own) + case.spare
     order = rng.permutation(pages)  # pages out of order in the pool
-    order[[np.argmax(order), -1]] = order[[-1, np.argmax(order)]]  # the padding page last in memory: see below
+    last = np.argmax(order)
+    order[[last, -1]] = order[[-1, last]]  # the table's padding page (order[-1]) is the pool's last in memory
     width = max(needs) + 1
     lookup = np.full((B, width), order[-1], np.uint32)  # past a request's pages: a spare page, as MAX pads
     used = 0
@@ -90,9 +91,9 @@ def case_arrays(case: Case, seed: int) -> list[np.ndarray]:
         lookup[b, start:needs[b]] = order[used:used + own[b]]
         used += own[b]
     blocks = rng.standard_normal((pages, 2, LAYERS, P, H, D)).astype(np.float32)
-    # NaN where a right kernel never reads (before storing there): a row that reads one comes out NaN. The pages
-    # no request owns, the last of them last in memory (a read past a page's end finds NaN, not other memory),
-    # and each request's positions from its cache length on; the other layer keeps its noise.
+    # NaN where a right kernel never reads (before storing there): a row that reads one comes out NaN. With the
+    # padding page last, a read past an owned page's end stays inside the pool (the other layer's noise, or NaN),
+    # never in memory another task writes.
     unread = np.ones((pages, P), bool)  # [page, slot]
     for b in range(B):
         unread[slots(lookup, b, case.cached[b], P)] = False
@@ -109,6 +110,11 @@ def positions(offsets: np.ndarray, cache_lengths: np.ndarray) -> tuple[np.ndarra
     request = np.repeat(np.arange(len(lengths)), lengths)
     position = np.arange(int(offsets[-1])) - offsets[request].astype(np.int64) + cache_lengths[request].astype(np.int64)
     return request, position
+
+
+def differs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where a and b hold other values, NaN equal to NaN (the pool's unread slots are NaN in both)."""
+    return (a != b) & ~(np.isnan(a) & np.isnan(b))
 
 
 def slots(lookup: np.ndarray, b: int, count: int, page: int) -> tuple[np.ndarray, np.ndarray]:
