@@ -1,0 +1,250 @@
+"""Step 18 solution, where the CPU has AVX-512 VNNI: the batched product with x quantised as llama.cpp's Q8_0.
+
+Shapes as matmul_q8.mojo's: x [M, K] float32, q [N, K] int8, scales [N, KB], b [N], y [M, N], KB = ceil(K / 32).
+
+x is quantised as the weights are (step 16's rule): per block of 32 columns a scale sx = max|x| / 127 and
+xq = x / sx rounded to the nearest, ties to even. A block's product is then a sum of 32 int8 x int8 products,
+exact in int32, times sw * sx. `vpdpbusd` makes 64 such products an instruction (four into each of 16 int32
+lanes), where step 16's kernel turns each weight into a float first. It multiplies unsigned bytes by signed
+ones, so x goes in as xq + 128 (0 .. 255) and the weights as they are:
+
+    sum (xq + 128) * q = sum xq * q + 128 * sum q        (the second term taken off again, per block)
+
+Two ways by M, each reading a weight from memory once per call:
+
+- M < MR (decode of one to three requests): `row`, step 16's stream. 64 bytes of a row of q are two blocks:
+  lanes 0-7 sum the first block, 8-15 the second; each pair's int32 sums are turned into floats and scaled
+  (sw * sx of their block) before they join the row's sum.
+- M >= MR: `gemm` over a tile of NT rows of q repacked once (`repack`): 4 bytes of each of NT rows side by
+  side, so one `vpdpbusd` multiplies the same 4 columns of x (broadcast) into 16 rows of q at once: a lane per
+  output, no sum across lanes, and a block's 8 instructions end in one scaling per 16 outputs.
+"""
+
+from std.memory import alloc, bitcast
+from std.sys import llvm_intrinsic
+from std.sys.intrinsics import PrefetchOptions, prefetch
+
+comptime BLOCK = 32  # columns of q (and of x) that share one scale
+comptime L = 16  # int32 lanes of a 512-bit vector
+comptime GROUPS = BLOCK // 4  # a block's columns, 4 a lane
+comptime NT = 32  # rows of q per tile: two vectors of outputs
+comptime MR = 4  # rows of x per row or gemm call (a last call of fewer)
+comptime GEMM_FROM = 8  # from this many rows of x on, the tile is repacked once for them all
+comptime AHEAD = 4096  # bytes of q asked for before they are read
+
+
+@always_inline
+def dpbusd(acc: SIMD[DType.int32, L], u: SIMD[DType.uint8, 4 * L], s: SIMD[DType.int8, 4 * L]) -> SIMD[DType.int32, L]:
+    """acc[j] + u[4j] * s[4j] + ... + u[4j + 3] * s[4j + 3]: unsigned bytes times signed bytes, in int32."""
+    return llvm_intrinsic["llvm.x86.avx512.vpdpbusd.512", SIMD[DType.int32, L]](acc, u, s)
+
+
+@always_inline
+def halves(a: Float32, b: Float32) -> SIMD[DType.float32, L]:
+    """a in lanes 0-7, b in lanes 8-15: two blocks' scales beside their sums."""
+    return SIMD[DType.float32, L // 2](a).join(SIMD[DType.float32, L // 2](b))
+
+
+@always_inline
+def rint[n: Int](v: SIMD[DType.float32, n]) -> SIMD[DType.float32, n]:
+    """v rounded to the nearest whole number, ties to even (numpy's rint, step 16's quantisation)."""
+    return llvm_intrinsic["llvm.roundeven", SIMD[DType.float32, n]](v)
+
+
+def quantize_row(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer[Float32, MutUntrackedOrigin],
+                 xp: UnsafePointer[Float32, ImmutAnyOrigin], m: Int, K: Int, KB: Int):
+    """Row m of x per block: xs[m, b] = max|x| / 127, xu[m, k] = rint(x / xs) + 128 (KB * 32 bytes a row, the
+    columns past K 128: x = 0)."""
+    for b in range(KB):
+        var lo, hi = b * BLOCK, min(K, b * BLOCK + BLOCK)
+        var at = m * KB * BLOCK + lo
+        if hi - lo == BLOCK:
+            var v0, v1 = xp.unsafe_load[width=L](m * K + lo), xp.unsafe_load[width=L](m * K + lo + L)
+            var s = max(abs(v0).reduce_max(), abs(v1).reduce_max()) / 127
+            var u0, u1 = SIMD[DType.int32, L](128), SIMD[DType.int32, L](128)
+            if s > 0:
+                u0 += rint[L](v0 / s).cast[DType.int32]()
+                u1 += rint[L](v1 / s).cast[DType.int32]()
+            xu.unsafe_store(at, u0.cast[DType.uint8]())
+            xu.unsafe_store(at + L, u1.cast[DType.uint8]())
+            xs[m * KB + b] = s
+        else:  # a last block of K % 32 columns
+            var amax: Float32 = 0
+            for k in range(lo, hi):
+                amax = max(amax, abs(xp[unsafe_offset=m * K + k]))
+            var s = amax / 127
+            for k in range(lo, lo + BLOCK):
+                var u: Int32 = 128
+                if k < hi and s > 0:
+                    u += rint[1](xp[unsafe_offset=m * K + k] / s).cast[DType.int32]()
+                xu[at + k - lo] = UInt8(u)
+            xs[m * KB + b] = s
+
+
+@always_inline
+def block_sum(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer[Float32, MutUntrackedOrigin],
+              qp: UnsafePointer[Int8, ImmutAnyOrigin], sp: UnsafePointer[Float32, ImmutAnyOrigin],
+              m: Int, n: Int, b: Int, K: Int, KB: Int) -> Float32:
+    """One block's product of row m of x and row n of q, a column at a time (the blocks after the last pair)."""
+    var d: Int32 = 0
+    for k in range(b * BLOCK, min(K, b * BLOCK + BLOCK)):
+        d += (xu[m * KB * BLOCK + k].cast[DType.int32]() - 128) * qp[unsafe_offset=n * K + k].cast[DType.int32]()
+    return d.cast[DType.float32]() * sp[unsafe_offset=n * KB + b] * xs[m * KB + b]
+
+
+@always_inline
+def row[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, MutUntrackedOrigin],
+                 xs: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
+                 sp: UnsafePointer[Float32, ImmutAnyOrigin], bp: UnsafePointer[Float32, ImmutAnyOrigin],
+                 m0: Int, n: Int, K: Int, N: Int, KB: Int):
+    """y[m0 .. m0 + mr, n]: row n of q, from start to end, for mr (1-4) rows of x."""
+    var acc = Array[SIMD[DType.float32, L], mr](fill=0)
+    for p in range(K // (2 * BLOCK)):  # a pair of blocks: 64 bytes
+        var k = p * 2 * BLOCK
+        prefetch[PrefetchOptions().for_read().high_locality()](qp + n * K + k + AHEAD)
+        var w = qp.unsafe_load[width=4 * L](n * K + k)
+        var less = SIMD[DType.int32, L](0) - dpbusd(0, SIMD[DType.uint8, 4 * L](128), w)  # -128 x the sums of q
+        var sw = halves(sp[unsafe_offset=n * KB + 2 * p], sp[unsafe_offset=n * KB + 2 * p + 1])
+        comptime for i in range(mr):
+            var d = dpbusd(less, xu.unsafe_load[width=4 * L]((m0 + i) * KB * BLOCK + k), w)  # xq . q per 4 columns
+            var sx = halves(xs[(m0 + i) * KB + 2 * p], xs[(m0 + i) * KB + 2 * p + 1])
+            acc[i] = d.cast[DType.float32]().fma(sw * sx, acc[i])
+    comptime for i in range(mr):
+        var y = acc[i].reduce_add()
+        for b in range(K // (2 * BLOCK) * 2, KB):
+            y += block_sum(xu, xs, qp, sp, m0 + i, n, b, K, KB)
+        yp[unsafe_offset=(m0 + i) * N + n] = y + bp[unsafe_offset=n]
+
+
+@always_inline
+def transpose(mut r: Array[SIMD[DType.int32, L], L]):
+    """r[i][j] <-> r[j][i] for a 16 x 16 block: four rounds, each swapping the off-diagonal sub-blocks of side
+    8, 4, 2 and 1 of every diagonal block twice their side."""
+    comptime for i in range(L):
+        comptime if i & 8 == 0:
+            var a, b = r[i], r[i + 8]
+            r[i] = a.shuffle[0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23](b)
+            r[i + 8] = a.shuffle[8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31](b)
+    comptime for i in range(L):
+        comptime if i & 4 == 0:
+            var a, b = r[i], r[i + 4]
+            r[i] = a.shuffle[0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27](b)
+            r[i + 4] = a.shuffle[4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31](b)
+    comptime for i in range(L):
+        comptime if i & 2 == 0:
+            var a, b = r[i], r[i + 2]
+            r[i] = a.shuffle[0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29](b)
+            r[i + 2] = a.shuffle[2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31](b)
+    comptime for i in range(L):
+        comptime if i & 1 == 0:
+            var a, b = r[i], r[i + 1]
+            r[i] = a.shuffle[0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30](b)
+            r[i + 1] = a.shuffle[1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31](b)
+
+
+def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32, MutUntrackedOrigin],
+           ws: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
+           sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int):
+    """Rows n_lo .. n_hi of q (the last repeated up to NT rows) as wp[g, j] = q[n_lo + j, 4g .. 4g + 4) (KB * 8
+    groups of NT words, zero past K); cp[b, j] = -128 x block b's sum of the row's weights, ws[b, j] its scale."""
+    for off in range(n_lo * K, n_hi * K, 64):  # the tile is one run of memory: asked for in order
+        prefetch[PrefetchOptions().for_read().high_locality()](qp + off)
+    for v in range(NT // L):
+        var rows = SIMD[DType.int32, L](0)
+        comptime for j in range(L):
+            rows[j] = Int32(min(n_lo + v * L + j, n_hi - 1))
+        for c in range(K // (4 * L)):  # 16 rows x 64 bytes: transposed in registers
+            var r = Array[SIMD[DType.int32, L], L](fill=0)
+            comptime for j in range(L):
+                r[j] = (qp + Int(rows[j]) * K + c * 4 * L).bitcast[Int32]().load[width=L]()
+            transpose(r)
+            comptime for g in range(L):
+                wp.unsafe_store((c * L + g) * NT + v * L, r[g])
+        for g in range(K // (4 * L) * L, KB * GROUPS):  # the columns after the last 64, a word at a time
+            var word = SIMD[DType.int32, L](0)
+            comptime for j in range(L):
+                var four = SIMD[DType.int8, 4](0)
+                for c in range(4):
+                    if 4 * g + c < K:
+                        four[c] = qp[unsafe_offset=Int(rows[j]) * K + 4 * g + c]
+                word[j] = bitcast[DType.int32, 1](four)
+            wp.unsafe_store(g * NT + v * L, word)
+        for b in range(KB):
+            var sums = SIMD[DType.int32, L](0)
+            comptime for g in range(GROUPS):
+                var word = wp.unsafe_load[width=L]((b * GROUPS + g) * NT + v * L)
+                sums = dpbusd(sums, SIMD[DType.uint8, 4 * L](128), bitcast[DType.int8, 4 * L](word))
+            cp.unsafe_store(b * NT + v * L, SIMD[DType.int32, L](0) - sums)
+            ws.unsafe_store(b * NT + v * L, sp.gather(rows * Int32(KB) + Int32(b)))
+
+
+@always_inline
+def gemm[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, MutUntrackedOrigin],
+                  xs: UnsafePointer[Float32, MutUntrackedOrigin], wp: UnsafePointer[Int32, MutUntrackedOrigin],
+                  cp: UnsafePointer[Int32, MutUntrackedOrigin], ws: UnsafePointer[Float32, MutUntrackedOrigin],
+                  bp: UnsafePointer[Float32, ImmutAnyOrigin], m0: Int, n_lo: Int, rows: Int, N: Int, KB: Int):
+    """y[m0 .. m0 + mr, n_lo .. n_lo + rows] from the repacked tile: per block, 8 x 2 x mr `vpdpbusd` into
+    2 x mr vectors of 16 int32 sums (started at -128 x the rows' block sums), then one scaling each."""
+    var acc = Array[SIMD[DType.float32, L], 2 * mr](fill=0)
+    for b in range(KB):
+        var d = Array[SIMD[DType.int32, L], 2 * mr](fill=0)
+        comptime for i in range(mr):
+            comptime for h in range(2):
+                d[2 * i + h] = cp.unsafe_load[width=L](b * NT + h * L)
+        comptime for g in range(GROUPS):
+            var w0 = bitcast[DType.int8, 4 * L](wp.unsafe_load[width=L]((b * GROUPS + g) * NT))
+            var w1 = bitcast[DType.int8, 4 * L](wp.unsafe_load[width=L]((b * GROUPS + g) * NT + L))
+            comptime for i in range(mr):  # x's 4 columns of this group, in every lane
+                var x4 = bitcast[DType.uint8, 4 * L](SIMD[DType.int32, L](
+                    xu.bitcast[Int32]()[(m0 + i) * KB * GROUPS + b * GROUPS + g]))
+                d[2 * i] = dpbusd(d[2 * i], x4, w0)
+                d[2 * i + 1] = dpbusd(d[2 * i + 1], x4, w1)
+        var s0, s1 = ws.unsafe_load[width=L](b * NT), ws.unsafe_load[width=L](b * NT + L)
+        comptime for i in range(mr):
+            var sx = SIMD[DType.float32, L](xs[(m0 + i) * KB + b])
+            acc[2 * i] = d[2 * i].cast[DType.float32]().fma(s0 * sx, acc[2 * i])
+            acc[2 * i + 1] = d[2 * i + 1].cast[DType.float32]().fma(s1 * sx, acc[2 * i + 1])
+    comptime for i in range(mr):
+        var at = (m0 + i) * N + n_lo
+        if rows == NT:
+            yp.unsafe_store(at, acc[2 * i] + bp.unsafe_load[width=L](n_lo))
+            yp.unsafe_store(at + L, acc[2 * i + 1] + bp.unsafe_load[width=L](n_lo + L))
+        else:
+            for j in range(rows):
+                yp[unsafe_offset=at + j] = acc[2 * i + j // L][j % L] + bp[unsafe_offset=n_lo + j]
+
+
+def products(yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, MutUntrackedOrigin],
+             xs: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
+             sp: UnsafePointer[Float32, ImmutAnyOrigin], bp: UnsafePointer[Float32, ImmutAnyOrigin],
+             t: Int, M: Int, K: Int, N: Int, KB: Int):
+    """Tile t of y (its NT columns, every row of x), x already quantised (xu, xs)."""
+    var n_lo, n_hi = t * NT, min((t + 1) * NT, N)
+    if M < GEMM_FROM:
+        for n in range(n_lo, n_hi):
+            var m0 = 0
+            while m0 + MR <= M:
+                row[MR](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
+                m0 += MR
+            if M - m0 == 3:
+                row[3](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
+            elif M - m0 == 2:
+                row[2](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
+            elif M - m0 == 1:
+                row[1](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
+        return
+    var wp, cp, ws = alloc[Int32](KB * GROUPS * NT), alloc[Int32](KB * NT), alloc[Float32](KB * NT)
+    repack(wp, cp, ws, qp, sp, n_lo, n_hi, K, KB)
+    var m0 = 0
+    while m0 + MR <= M:
+        gemm[MR](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
+        m0 += MR
+    if M - m0 == 3:
+        gemm[3](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
+    elif M - m0 == 2:
+        gemm[2](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
+    elif M - m0 == 1:
+        gemm[1](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
+    wp.unsafe_free()
+    cp.unsafe_free()
+    ws.unsafe_free()
