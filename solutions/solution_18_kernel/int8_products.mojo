@@ -12,12 +12,13 @@ ones, so x goes in as xq + 128 (0 .. 255) and the weights as they are:
 
 Two ways by M, each reading a weight from memory once per call:
 
-- M < MR (decode of one to three requests): `row`, step 16's stream. 64 bytes of a row of q are two blocks:
-  lanes 0-7 sum the first block, 8-15 the second; each pair's int32 sums are turned into floats and scaled
-  (sw * sx of their block) before they join the row's sum.
-- M >= MR: `gemm` over a tile of NT rows of q repacked once (`repack`): 4 bytes of each of NT rows side by
-  side, so one `vpdpbusd` multiplies the same 4 columns of x (broadcast) into 16 rows of q at once: a lane per
-  output, no sum across lanes, and a block's 8 instructions end in one scaling per 16 outputs.
+- M < GEMM_FROM (decode of up to seven requests): `row`, step 16's stream, MR rows of x at a time along a
+  row of q (a second group reads the row again from the core's cache). 64 bytes of a row of q are two
+  blocks: lanes 0-7 sum the first block, 8-15 the second; each pair's int32 sums are turned into floats and
+  scaled (sw * sx of their block) before they join the row's sum.
+- M >= GEMM_FROM: `gemm` over a tile of NT rows of q repacked once (`repack`): 4 bytes of each of NT rows
+  side by side, so one `vpdpbusd` multiplies the same 4 columns of x (broadcast) into 16 rows of q at once:
+  a lane per output, no sum across lanes, and a block's 8 instructions end in one scaling per 16 outputs.
 """
 
 from std.memory import alloc, bitcast
