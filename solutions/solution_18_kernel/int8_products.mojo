@@ -28,7 +28,7 @@ from std.sys.intrinsics import PrefetchOptions, prefetch
 comptime BLOCK = 32  # columns of q (and of x) that share one scale
 comptime L = 16  # int32 lanes of a 512-bit vector
 comptime GROUPS = BLOCK // 4  # a block's columns, 4 a lane
-comptime NT = 32  # rows of q per tile: two vectors of outputs
+comptime NT = 32  # rows of q per tile (matmul_q8's too): it stays in the core's cache; two vectors of outputs
 comptime MR = 4  # rows of x per row or gemm call (a last call of fewer)
 comptime GEMM_FROM = 8  # from this many rows of x on, the tile is repacked once for them all
 comptime AHEAD = 4096  # bytes of q asked for before they are read

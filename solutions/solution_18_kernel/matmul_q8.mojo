@@ -36,13 +36,11 @@ from std.sys import simd_width_of
 from std.sys.info import CompilationTarget, num_logical_cores
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
-from .int8_products import products, quantize_row
+from .int8_products import BLOCK, NT, products, quantize_row  # BLOCK: columns of q that share one scale
 
-comptime BLOCK = 32  # columns of q that share one scale
 comptime W = min(simd_width_of[DType.float32](), BLOCK)  # floats per SIMD operation
 comptime MR = 4  # rows of x at a time (a last group of fewer)
 comptime NR = 4  # rows of q at a time (the last rows of q repeated past N, their sums dropped)
-comptime NT = 32  # rows of q per task: its tile stays in the core's cache while every row of x passes
 comptime AHEAD = 1024  # bytes of q asked for before they are read
 comptime TASKS_PER_CORE = 4  # a task runs several tiles: a task's start costs more than a small tile's work
 comptime PACK_FROM = 12  # from this many rows of x on, a task turns its tile into floats once for them all

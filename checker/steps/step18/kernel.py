@@ -265,7 +265,7 @@ def _rounded_as(got: np.ndarray, x: np.ndarray, q: np.ndarray, scales: np.ndarra
 
 def _varies(runs: np.ndarray) -> np.ndarray:
     """runs [REPEATS, ...] -> [...]: where the runs do not all hold the same value (NaN equal to NaN)."""
-    return ~((runs == runs[0]) | (np.isnan(runs) & np.isnan(runs[0]))).all(axis=0)
+    return differs(runs, runs[0]).any(axis=0)
 
 
 def _which(mask: np.ndarray) -> str:
