@@ -61,8 +61,7 @@ def fast_checks(server, checkpoint: Checkpoint, rounding: str | None) -> list[tu
 
 
 def speed(server) -> str:
-    """Tokens/s of one request alone and of CONCURRENT at once (prompt included), and their ratio: a batch's
-    step reads each weight once for all its rows, so sixteen streams should make many times one's tokens/s."""
+    """Tokens/s of one request alone and of CONCURRENT at once (prompt included), told by `speed_said`."""
     client = server.client()
 
     def timed(asked: list[str]) -> float:
@@ -75,7 +74,12 @@ def speed(server) -> str:
             made = sum(pool.map(complete, asked))
         return made / (time.perf_counter() - start)
 
-    alone, together = timed(prompts()[:1]), timed(prompts())
+    return speed_said(timed(prompts()[:1]), timed(prompts()))
+
+
+def speed_said(alone: float, together: float) -> str:
+    """The timing report from tokens/s alone and CONCURRENT at once: a batch's step reads each weight once for
+    all its rows, so sixteen streams should make many times one's tokens/s; under SCALED x it asks why."""
     said = (f"one request alone {alone:.0f} tokens/s, {CONCURRENT} at once {together:.0f} tokens/s "
             f"({together / alone:.1f}x; {TIMED_TOKENS} new tokens each, the prompts' time included)")
     if together < SCALED * alone:
