@@ -19,9 +19,11 @@ solution_18_kernel/ holds two custom ops for the batch MAX's serving stack hands
         (rows: which rows' next-token scores the server wants, each request's last, or every row for a
         prompt's log-probabilities)
 
-Quantisation is step 16's (int8 per block of 32 along a row, one float32 scale); the activations stay
-float32, so the product equals x @ dequantize(q, scales).T up to float32 rounding of the sums, and the model
-is GPT-2 on dequantize(quantize(.)) of every product weight and of wte (n_embd a multiple of 32).
+Quantisation is step 16's (int8 per block of 32 along a row, one float32 scale), and the model is GPT-2 on
+dequantize(quantize(.)) of every product weight and of wte (n_embd a multiple of 32). Where the CPU has
+AVX-512 VNNI or AVX2 the kernel quantises x too, per block of 32 as llama.cpp's Q8_0 does, and multiplies int8 by
+int8 (the check finds that rounding and holds the model to it); elsewhere x stays float32 and the product
+equals x @ dequantize(q, scales).T up to float32 rounding of the sums.
 """
 
 from functools import cache

@@ -1,49 +1,83 @@
-"""Step 18 solution, where the CPU has AVX-512 VNNI: the batched product with x quantised as llama.cpp's Q8_0.
+"""Step 18 solution, where the CPU has AVX-512 VNNI or AVX2: the batched product with x quantised as llama.cpp's Q8_0.
 
 Shapes as matmul_q8.mojo's: x [M, K] float32, q [N, K] int8, scales [N, KB], b [N], y [M, N], KB = ceil(K / 32).
 
 x is quantised as the weights are (step 16's rule): per block of 32 columns a scale sx = max|x| / 127 and
 xq = x / sx rounded to the nearest, ties to even. A block's product is then a sum of 32 int8 x int8 products,
-exact in int32, times sw * sx. `vpdpbusd` makes 64 such products an instruction (four into each of 16 int32
-lanes), where step 16's kernel turns each weight into a float first. It multiplies unsigned bytes by signed
-ones, so x goes in as xq + 128 (0 .. 255) and the weights as they are:
+exact in int32, times sw * sx, where step 16's kernel turns each weight into a float first. One instruction
+multiplies bytes four at a time into each int32 lane (`dpbusd`), unsigned bytes by signed ones:
 
-    sum (xq + 128) * q = sum xq * q + 128 * sum q        (the second term taken off again, per block)
+- AVX-512 VNNI: `vpdpbusd`, 64 products an instruction into 16 lanes. x goes in as xq + 128 (0 .. 255) and
+  the weights as they are: sum (xq + 128) * q = sum xq * q + 128 * sum q, the second term taken off again
+  per block (`offsets`).
+- AVX2: `vpmaddubsw` then `vpmaddwd`, 32 products into 8 lanes. Its pairs of products are summed in int16,
+  which xq + 128 would overflow, so x goes in as it is and |q| is the unsigned side, x taking q's sign.
 
 Two ways by M, each reading a weight from memory once per call:
 
-- M < GEMM_FROM (decode of up to seven requests): `row`, step 16's stream, MR rows of x at a time along a
-  row of q (a second group reads the row again from the core's cache). 64 bytes of a row of q are two
-  blocks: lanes 0-7 sum the first block, 8-15 the second; each pair's int32 sums are turned into floats and
-  scaled (sw * sx of their block) before they join the row's sum.
+- M < GEMM_FROM (decode of a few requests): `row`, step 16's stream, MR rows of x at a time along a row of q
+  (a second group reads the row again from the core's cache). A vector of 4L bytes of a row of q holds PER
+  blocks (two in 64 bytes, one in 32): each block's int32 sums are turned into floats and scaled (sw * sx of
+  their block) before they join the row's sum.
 - M >= GEMM_FROM: `gemm` over a tile of NT rows of q repacked once (`repack`): 4 bytes of each of NT rows
-  side by side, so one `vpdpbusd` multiplies the same 4 columns of x (broadcast) into 16 rows of q at once:
-  a lane per output, no sum across lanes, and a block's 8 instructions end in one scaling per 16 outputs.
+  side by side, so one `dpbusd` multiplies the same 4 columns of x (broadcast) into L rows of q at once: a
+  lane per output, no sum across lanes, and a block's 8 instructions end in one scaling per L outputs.
 """
 
 from std.memory import alloc, bitcast
-from std.sys import llvm_intrinsic
+from std.sys import llvm_intrinsic, simd_width_of
+from std.sys.info import CompilationTarget
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
 comptime BLOCK = 32  # columns of q (and of x) that share one scale
-comptime L = 16  # int32 lanes of a 512-bit vector
+comptime VNNI = CompilationTarget._has_feature["avx512vnni"]() and simd_width_of[DType.int32]() == 16
+comptime INT8 = VNNI or CompilationTarget._has_feature["avx2"]()  # where these products run at all
+comptime L = 16 if VNNI else 8  # int32 lanes of a vector: 512 bits, or AVX2's 256
+comptime OFFSET = 128 if VNNI else 0  # added to x's int8 (vpdpbusd's x is unsigned)
 comptime GROUPS = BLOCK // 4  # a block's columns, 4 a lane
-comptime NT = 32  # rows of q per tile (matmul_q8's too): it stays in the core's cache; two vectors of outputs
+comptime NT = 2 * L  # rows of q per tile (matmul_q8's too): it stays in the core's cache; two vectors of outputs
 comptime MR = 4  # rows of x per row or gemm call (a last call of fewer)
-comptime GEMM_FROM = 8  # from this many rows of x on, the tile is repacked once for them all
+comptime GEMM_FROM = 8 if VNNI else 16  # from this many rows of x on, the tile is repacked once for them all
 comptime AHEAD = 4096  # bytes of q asked for before they are read
 
 
 @always_inline
 def dpbusd(acc: SIMD[DType.int32, L], u: SIMD[DType.uint8, 4 * L], s: SIMD[DType.int8, 4 * L]) -> SIMD[DType.int32, L]:
-    """acc[j] + u[4j] * s[4j] + ... + u[4j + 3] * s[4j + 3]: unsigned bytes times signed bytes, in int32."""
-    return llvm_intrinsic["llvm.x86.avx512.vpdpbusd.512", SIMD[DType.int32, L]](acc, u, s)
+    """acc[j] + x[4j] * s[4j] + ... + x[4j + 3] * s[4j + 3], x = u - OFFSET: x's bytes times q's, in int32.
+    VNNI: x + 128 unsigned times s (the 128 x s taken off by the caller). AVX2: `vpmaddubsw` multiplies
+    unsigned by signed bytes into pairs of int16, so |s| times x with s's sign (|pair| <= 2 x 128 x 127, no
+    saturation), then `vpmaddwd` by ones sums the pairs."""
+    comptime if VNNI:
+        return llvm_intrinsic["llvm.x86.avx512.vpdpbusd.512", SIMD[DType.int32, L]](acc, u, s)
+    else:
+        var x = bitcast[DType.int8, 4 * L](u)
+        var signed = llvm_intrinsic["llvm.x86.avx2.psign.b", SIMD[DType.int8, 4 * L]](x, s)  # x times s's sign
+        var pairs = llvm_intrinsic["llvm.x86.avx2.pmadd.ub.sw", SIMD[DType.int16, 2 * L]](
+            bitcast[DType.uint8, 4 * L](abs(s)), signed)
+        return acc + llvm_intrinsic["llvm.x86.avx2.pmadd.wd", SIMD[DType.int32, L]](pairs, SIMD[DType.int16, 2 * L](1))
 
 
 @always_inline
-def halves(a: Float32, b: Float32) -> SIMD[DType.float32, L]:
-    """a in lanes 0-7, b in lanes 8-15: two blocks' scales beside their sums."""
-    return SIMD[DType.float32, L // 2](a).join(SIMD[DType.float32, L // 2](b))
+def offsets(s: SIMD[DType.int8, 4 * L]) -> SIMD[DType.int32, L]:
+    """-OFFSET x the sums of s per 4 bytes: what x's offset adds to dpbusd, taken off again."""
+    comptime if VNNI:
+        return SIMD[DType.int32, L](0) - dpbusd(0, SIMD[DType.uint8, 4 * L](OFFSET), s)
+    else:
+        return 0
+
+
+comptime PER = 4 * L // BLOCK  # blocks in a vector of bytes: 2 (512 bits) or 1
+
+
+@always_inline
+def block_scales(p: UnsafePointer[Float32, _], at: Int) -> SIMD[DType.float32, L]:
+    """p[at] in every lane, or p[at] in lanes 0-7 and p[at + 1] in 8-15: a vector's blocks' scales beside
+    their sums."""
+    comptime if PER == 1:
+        return SIMD[DType.float32, L](p[at])
+    else:
+        var two = SIMD[DType.float32, L // 2](p[at]).join(SIMD[DType.float32, L // 2](p[at + 1]))
+        return rebind[SIMD[DType.float32, L]](two)
 
 
 @always_inline
@@ -54,20 +88,18 @@ def rint[n: Int](v: SIMD[DType.float32, n]) -> SIMD[DType.float32, n]:
 
 def quantize_row(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer[Float32, MutUntrackedOrigin],
                  xp: UnsafePointer[Float32, ImmutAnyOrigin], m: Int, K: Int, KB: Int):
-    """Row m of x per block: xs[m, b] = max|x| / 127, xu[m, k] = rint(x / xs) + 128 (KB * 32 bytes a row, the
-    columns past K 128: x = 0)."""
+    """Row m of x per block: xs[m, b] = max|x| / 127, xu[m, k] = rint(x / xs) + OFFSET as a byte (KB * 32 bytes
+    a row, the columns past K OFFSET: x = 0)."""
     for b in range(KB):
         var lo, hi = b * BLOCK, min(K, b * BLOCK + BLOCK)
         var at = m * KB * BLOCK + lo
         if hi - lo == BLOCK:
-            var v0, v1 = xp.unsafe_load[width=L](m * K + lo), xp.unsafe_load[width=L](m * K + lo + L)
-            var s = max(abs(v0).reduce_max(), abs(v1).reduce_max()) / 127
-            var u0, u1 = SIMD[DType.int32, L](128), SIMD[DType.int32, L](128)
+            var v = xp.unsafe_load[width=BLOCK](m * K + lo)
+            var s = abs(v).reduce_max() / 127
+            var u = SIMD[DType.int32, BLOCK](OFFSET)
             if s > 0:
-                u0 += rint[L](v0 / s).cast[DType.int32]()
-                u1 += rint[L](v1 / s).cast[DType.int32]()
-            xu.unsafe_store(at, u0.cast[DType.uint8]())
-            xu.unsafe_store(at + L, u1.cast[DType.uint8]())
+                u += rint[BLOCK](v / s).cast[DType.int32]()
+            xu.unsafe_store(at, u.cast[DType.uint8]())
             xs[m * KB + b] = s
         else:  # a last block of K % 32 columns
             var amax: Float32 = 0
@@ -75,7 +107,7 @@ def quantize_row(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer
                 amax = max(amax, abs(xp[unsafe_offset=m * K + k]))
             var s = amax / 127
             for k in range(lo, lo + BLOCK):
-                var u: Int32 = 128
+                var u = Int32(OFFSET)
                 if k < hi and s > 0:
                     u += rint[1](xp[unsafe_offset=m * K + k] / s).cast[DType.int32]()
                 xu[at + k - lo] = UInt8(u)
@@ -86,10 +118,11 @@ def quantize_row(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer
 def block_sum(xu: UnsafePointer[UInt8, MutUntrackedOrigin], xs: UnsafePointer[Float32, MutUntrackedOrigin],
               qp: UnsafePointer[Int8, ImmutAnyOrigin], sp: UnsafePointer[Float32, ImmutAnyOrigin],
               m: Int, n: Int, b: Int, K: Int, KB: Int) -> Float32:
-    """One block's product of row m of x and row n of q, a column at a time (the blocks after the last pair)."""
+    """One block's product of row m of x and row n of q, a column at a time (the blocks after the last whole vector)."""
     var d: Int32 = 0
     for k in range(b * BLOCK, min(K, b * BLOCK + BLOCK)):
-        d += (xu[m * KB * BLOCK + k].cast[DType.int32]() - 128) * qp[unsafe_offset=n * K + k].cast[DType.int32]()
+        var x = bitcast[DType.int8, 1](xu[m * KB * BLOCK + k] - UInt8(OFFSET))  # xq
+        d += x.cast[DType.int32]() * qp[unsafe_offset=n * K + k].cast[DType.int32]()
     return d.cast[DType.float32]() * sp[unsafe_offset=n * KB + b] * xs[m * KB + b]
 
 
@@ -100,19 +133,18 @@ def row[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UIn
                  m0: Int, n: Int, K: Int, N: Int, KB: Int):
     """y[m0 .. m0 + mr, n]: row n of q, from start to end, for mr (1-4) rows of x."""
     var acc = Array[SIMD[DType.float32, L], mr](fill=0)
-    for p in range(K // (2 * BLOCK)):  # a pair of blocks: 64 bytes
-        var k = p * 2 * BLOCK
+    for p in range(K // (4 * L)):  # a vector of bytes: PER blocks
+        var k = p * 4 * L
         prefetch[PrefetchOptions().for_read().high_locality()](qp + n * K + k + AHEAD)
         var w = qp.unsafe_load[width=4 * L](n * K + k)
-        var less = SIMD[DType.int32, L](0) - dpbusd(0, SIMD[DType.uint8, 4 * L](128), w)  # -128 x the sums of q
-        var sw = halves(sp[unsafe_offset=n * KB + 2 * p], sp[unsafe_offset=n * KB + 2 * p + 1])
+        var less = offsets(w)
+        var sw = block_scales(sp, n * KB + PER * p)
         comptime for i in range(mr):
             var d = dpbusd(less, xu.unsafe_load[width=4 * L]((m0 + i) * KB * BLOCK + k), w)  # xq . q per 4 columns
-            var sx = halves(xs[(m0 + i) * KB + 2 * p], xs[(m0 + i) * KB + 2 * p + 1])
-            acc[i] = d.cast[DType.float32]().fma(sw * sx, acc[i])
+            acc[i] = d.cast[DType.float32]().fma(sw * block_scales(xs, (m0 + i) * KB + PER * p), acc[i])
     comptime for i in range(mr):
         var y = acc[i].reduce_add()
-        for b in range(K // (2 * BLOCK) * 2, KB):
+        for b in range(K // (4 * L) * PER, KB):
             y += block_sum(xu, xs, qp, sp, m0 + i, n, b, K, KB)
         yp[unsafe_offset=(m0 + i) * N + n] = y + bp[unsafe_offset=n]
 
@@ -120,7 +152,24 @@ def row[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UIn
 @always_inline
 def transpose(mut r: Array[SIMD[DType.int32, L], L]):
     """r[i][j] <-> r[j][i] for a 16 x 16 block: four rounds, each swapping the off-diagonal sub-blocks of side
-    8, 4, 2 and 1 of every diagonal block twice their side."""
+    8, 4, 2 and 1 of every diagonal block twice their side (an 8 x 8 block: 4, 2 and 1)."""
+    comptime if L == 8:
+        comptime for i in range(L):
+            comptime if i & 4 == 0:
+                var a, b = r[i], r[i + 4]
+                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 1, 2, 3, 8, 9, 10, 11](b))
+                r[i + 4] = rebind[SIMD[DType.int32, L]](a.shuffle[4, 5, 6, 7, 12, 13, 14, 15](b))
+        comptime for i in range(L):
+            comptime if i & 2 == 0:
+                var a, b = r[i], r[i + 2]
+                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 1, 8, 9, 4, 5, 12, 13](b))
+                r[i + 2] = rebind[SIMD[DType.int32, L]](a.shuffle[2, 3, 10, 11, 6, 7, 14, 15](b))
+        comptime for i in range(L):
+            comptime if i & 1 == 0:
+                var a, b = r[i], r[i + 1]
+                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 8, 2, 10, 4, 12, 6, 14](b))
+                r[i + 1] = rebind[SIMD[DType.int32, L]](a.shuffle[1, 9, 3, 11, 5, 13, 7, 15](b))
+        return
     comptime for i in range(L):
         comptime if i & 8 == 0:
             var a, b = r[i], r[i + 8]
@@ -147,14 +196,14 @@ def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32
            ws: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
            sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int):
     """Rows n_lo .. n_hi of q (the last repeated up to NT rows) as wp[g, j] = q[n_lo + j, 4g .. 4g + 4) (KB * 8
-    groups of NT words, zero past K); cp[b, j] = -128 x block b's sum of the row's weights, ws[b, j] its scale."""
+    groups of NT words, zero past K); cp[b, j] = -OFFSET x block b's sum of the row's weights, ws[b, j] its scale."""
     for off in range(n_lo * K, n_hi * K, 64):  # the tile is one run of memory: asked for in order
         prefetch[PrefetchOptions().for_read().high_locality()](qp + off)
     for v in range(NT // L):
         var rows = SIMD[DType.int32, L](0)
         comptime for j in range(L):
             rows[j] = Int32(min(n_lo + v * L + j, n_hi - 1))
-        for c in range(K // (4 * L)):  # 16 rows x 64 bytes: transposed in registers
+        for c in range(K // (4 * L)):  # L rows x 4L bytes: transposed in registers
             var r = Array[SIMD[DType.int32, L], L](fill=0)
             comptime for j in range(L):
                 r[j] = (qp + Int(rows[j]) * K + c * 4 * L).bitcast[Int32]().load[width=L]()
@@ -171,11 +220,10 @@ def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32
                 word[j] = bitcast[DType.int32, 1](four)
             wp.unsafe_store(g * NT + v * L, word)
         for b in range(KB):
-            var sums = SIMD[DType.int32, L](0)
+            var less = SIMD[DType.int32, L](0)
             comptime for g in range(GROUPS):
-                var word = wp.unsafe_load[width=L]((b * GROUPS + g) * NT + v * L)
-                sums = dpbusd(sums, SIMD[DType.uint8, 4 * L](128), bitcast[DType.int8, 4 * L](word))
-            cp.unsafe_store(b * NT + v * L, SIMD[DType.int32, L](0) - sums)
+                less += offsets(bitcast[DType.int8, 4 * L](wp.unsafe_load[width=L]((b * GROUPS + g) * NT + v * L)))
+            cp.unsafe_store(b * NT + v * L, less)
             ws.unsafe_store(b * NT + v * L, sp.gather(rows * Int32(KB) + Int32(b)))
 
 
@@ -184,8 +232,8 @@ def gemm[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UI
                   xs: UnsafePointer[Float32, MutUntrackedOrigin], wp: UnsafePointer[Int32, MutUntrackedOrigin],
                   cp: UnsafePointer[Int32, MutUntrackedOrigin], ws: UnsafePointer[Float32, MutUntrackedOrigin],
                   bp: UnsafePointer[Float32, ImmutAnyOrigin], m0: Int, n_lo: Int, rows: Int, N: Int, KB: Int):
-    """y[m0 .. m0 + mr, n_lo .. n_lo + rows] from the repacked tile: per block, 8 x 2 x mr `vpdpbusd` into
-    2 x mr vectors of 16 int32 sums (started at -128 x the rows' block sums), then one scaling each."""
+    """y[m0 .. m0 + mr, n_lo .. n_lo + rows] from the repacked tile: per block, 8 x 2 x mr `dpbusd` into
+    2 x mr vectors of L int32 sums (started at -OFFSET x the rows' block sums), then one scaling each."""
     var acc = Array[SIMD[DType.float32, L], 2 * mr](fill=0)
     for b in range(KB):
         var d = Array[SIMD[DType.int32, L], 2 * mr](fill=0)

@@ -8,8 +8,8 @@ Step 16's kernel reads q's row n once per row of x: sixteen decoding requests re
 times. Here the rows of q are cut into tiles of NT rows (a tile stays in the core's cache), and every row
 of x passes each tile.
 
-Where the CPU has AVX-512 VNNI, x is quantised as llama.cpp's Q8_0 does (int8 per block of 32) and
-multiplied int8 by int8 (int8_products.mojo): the check finds that rounding and holds the model to
+Where the CPU has AVX-512 VNNI or AVX2, x is quantised as llama.cpp's Q8_0 does (int8 per block of 32)
+and multiplied int8 by int8 (int8_products.mojo): the check finds that rounding and holds the model to
 transformers rounding alike (the book's page says what it costs). Elsewhere x and w multiply as float32,
 one of three ways by M:
 
@@ -33,10 +33,10 @@ from max.algorithm import sync_parallelize
 from max.gpu.host import DeviceContext
 from std.memory import alloc
 from std.sys import simd_width_of
-from std.sys.info import CompilationTarget, num_logical_cores
+from std.sys.info import num_logical_cores
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
-from .int8_products import BLOCK, NT, products, quantize_row  # BLOCK: columns of q that share one scale
+from .int8_products import BLOCK, INT8, NT, products, quantize_row  # BLOCK: columns of q that share one scale
 
 comptime W = min(simd_width_of[DType.float32](), BLOCK)  # floats per SIMD operation
 comptime MR = 4  # rows of x at a time (a last group of fewer)
@@ -44,7 +44,6 @@ comptime NR = 4  # rows of q at a time (the last rows of q repeated past N, thei
 comptime AHEAD = 1024  # bytes of q asked for before they are read
 comptime TASKS_PER_CORE = 4  # a task runs several tiles: a task's start costs more than a small tile's work
 comptime PACK_FROM = 12  # from this many rows of x on, a task turns its tile into floats once for them all
-comptime VNNI = W == 16 and CompilationTarget._has_feature["avx512vnni"]()  # int8 x int8 products: Q8_0's way
 
 
 @always_inline
@@ -207,7 +206,7 @@ struct GPT2MatmulQ8:
         var tasks = min(tiles, TASKS_PER_CORE * num_logical_cores())
         var per_task = (tiles + tasks - 1) // tasks
 
-        comptime if VNNI:
+        comptime if INT8:
             var xu, xs = alloc[UInt8](M * KB * BLOCK), alloc[Float32](M * KB)  # x quantised, once for every tile
 
             def quantize(task: Int) {imm}:
