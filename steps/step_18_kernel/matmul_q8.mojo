@@ -9,7 +9,8 @@ times, and at decode the memory is the limit. Here each weight is read once for 
 
 Your choice: x and w multiply as float32 (the model is then held to transformers to float32's noise),
 or rounded to multiply faster: both to bfloat16 (AVX-512's vdpbf16ps), or x to int8 per block of 32
-(llama.cpp's Q8_0, VNNI). The check finds the rounding your products equal and holds the model and the
+(llama.cpp's Q8_0: VNNI's vpdpbusd, or AVX2's vpmaddubsw and vpmaddwd; `grep -o 'avx[^ ]*' /proc/cpuinfo | sort -u`
+says which your CPU has). The check finds the rounding your products equal and holds the model and the
 server to transformers rounding alike, within what float32's noise moves that reference; one rounding,
 or none, in every path (every M). The book's page says what each rounding costs.
 
