@@ -11,6 +11,8 @@ import time
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from runtime.paths import REPO
 from tests.conftest import child_env
 
@@ -247,6 +249,7 @@ def _commands() -> list[str]:
     return sorted(m for m in modules - set(PINNED_TOOLS) if not m.startswith("checker.running."))
 
 
+@pytest.mark.slow  # ~30 commands started one after another: ~50 s
 def test_every_command_answers_help_and_touches_nothing(tmp_path):
     """`--help` prints usage and exits 0 for every command, without starting anything (no download, no
     check, no server): run in a copy of the course, no weights/ or .cache/ appears there."""

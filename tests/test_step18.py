@@ -342,6 +342,7 @@ def test_the_timing_report_times_one_request_then_all_at_once():
     assert 0 < alone <= fastest and 0 < together <= served.CONCURRENT * fastest, said
 
 
+@pytest.mark.slow  # transformers' model run under noise, many times: 36-108 s
 def test_a_rounding_model_is_held_within_what_noise_moves_its_rounded_reference(checkpoints):
     """A right model whose products round to bfloat16 (transformers rounding alike, with float32-sized noise of
     its own before each rounding) passes the paged-model judge held to that rounding, and fails it held to float32;
@@ -364,6 +365,7 @@ def test_a_rounding_model_is_held_within_what_noise_moves_its_rounded_reference(
     assert judge_model(wrong, [[] for _ in wrong], [], checkpoint, tokens, rounding).status == FAIL
 
 
+@pytest.mark.slow  # transformers' model run under noise, many times: 36-108 s
 def test_a_rounding_server_is_held_token_for_token_up_to_measured_ties(checkpoints):
     """The served model's Held for a bfloat16 kernel: a tie measured (> 0), log-probabilities widened; the greedy
     text of the rounded reference under noise of its own is accepted, a text with a far-from-top token is not."""
