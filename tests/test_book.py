@@ -33,6 +33,7 @@ def test_book_builds_strict(tmp_path):
     assert (tmp_path / "site" / "img" / "generated" / "attention-shapes.svg").exists()
 
 
+@pytest.mark.slow  # a whole book built to fail: ~12 s
 def test_a_broken_include_fails_the_build(tmp_path):
     copy = tmp_path / "book"
     shutil.copytree(BOOK / "docs", copy / "docs", ignore=shutil.ignore_patterns("generated"))
@@ -170,6 +171,7 @@ def test_step07_page_renders_in_a_browser(tmp_path):
     assert png.stat().st_size > 100_000
 
 
+@pytest.mark.slow  # a book built and rendered in Chromium: ~30 s
 def test_the_render_check_fails_when_a_figure_is_missing(tmp_path):
     from book.screenshot import check_page
 

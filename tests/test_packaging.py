@@ -205,6 +205,7 @@ def test_shares_partition_a_selection(tmp_path):
     assert bad.returncode != 0 and "K/N with 0 <= K < N" in bad.stderr, bad.stdout + bad.stderr
 
 
+@pytest.mark.slow  # two processes building MAX's modules: ~30 s
 def test_maxs_mojo_modules_are_built_by_one_process_at_a_time(tmp_path):
     """MAX builds max._kv_cache_ops from Mojo on the first import after an install, writing it in place, and
     a second process importing it meanwhile can load a half-written library (a fresh venv's two pytest

@@ -4,6 +4,8 @@ compiles nothing on the fly (each such compile costs 20-70 s on a machine's firs
 
 import json
 
+import pytest
+
 from tests.conftest import run_python
 
 # Runs in a fresh process: MAX's per-op compile counted, optionally an eager op first, then the load, then
@@ -45,6 +47,7 @@ def _drive(*args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # every program in fresh processes: ~50 s
 def test_a_process_loads_the_kernels_whatever_it_ran_before_and_every_program_then_runs_uncompiled(checkpoints):
     run = _drive("--op-first")
     assert run["loaded"] >= 40, run
