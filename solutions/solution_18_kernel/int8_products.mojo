@@ -150,46 +150,28 @@ def row[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UIn
 
 
 @always_inline
+def upper_lanes[s: Int]() -> SIMD[DType.bool, L]:
+    """Lane j is True where j & s != 0: the upper s lanes of every run of 2s."""
+    var upper = SIMD[DType.bool, L](fill=False)
+    comptime for j in range(L):
+        comptime if j & s != 0:
+            upper[j] = True
+    return upper
+
+
+@always_inline
 def transpose(mut r: Array[SIMD[DType.int32, L], L]):
-    """r[i][j] <-> r[j][i] for a 16 x 16 block: four rounds, each swapping the off-diagonal sub-blocks of side
-    8, 4, 2 and 1 of every diagonal block twice their side (an 8 x 8 block: 4, 2 and 1)."""
-    comptime if L == 8:
-        comptime for i in range(L):
-            comptime if i & 4 == 0:
-                var a, b = r[i], r[i + 4]
-                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 1, 2, 3, 8, 9, 10, 11](b))
-                r[i + 4] = rebind[SIMD[DType.int32, L]](a.shuffle[4, 5, 6, 7, 12, 13, 14, 15](b))
-        comptime for i in range(L):
-            comptime if i & 2 == 0:
-                var a, b = r[i], r[i + 2]
-                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 1, 8, 9, 4, 5, 12, 13](b))
-                r[i + 2] = rebind[SIMD[DType.int32, L]](a.shuffle[2, 3, 10, 11, 6, 7, 14, 15](b))
-        comptime for i in range(L):
-            comptime if i & 1 == 0:
-                var a, b = r[i], r[i + 1]
-                r[i] = rebind[SIMD[DType.int32, L]](a.shuffle[0, 8, 2, 10, 4, 12, 6, 14](b))
-                r[i + 1] = rebind[SIMD[DType.int32, L]](a.shuffle[1, 9, 3, 11, 5, 13, 7, 15](b))
-        return
-    comptime for i in range(L):
-        comptime if i & 8 == 0:
-            var a, b = r[i], r[i + 8]
-            r[i] = a.shuffle[0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23](b)
-            r[i + 8] = a.shuffle[8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31](b)
-    comptime for i in range(L):
-        comptime if i & 4 == 0:
-            var a, b = r[i], r[i + 4]
-            r[i] = a.shuffle[0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27](b)
-            r[i + 4] = a.shuffle[4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31](b)
-    comptime for i in range(L):
-        comptime if i & 2 == 0:
-            var a, b = r[i], r[i + 2]
-            r[i] = a.shuffle[0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29](b)
-            r[i + 2] = a.shuffle[2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31](b)
-    comptime for i in range(L):
-        comptime if i & 1 == 0:
-            var a, b = r[i], r[i + 1]
-            r[i] = a.shuffle[0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30](b)
-            r[i + 1] = a.shuffle[1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31](b)
+    """r[i][j] <-> r[j][i] for an L x L block, in rounds for s = L / 2, ..., 2, 1: each swaps, in every pair of
+    rows i and i + s (i & s == 0), row i's upper lanes of each run of 2s with row i + s's lower ones."""
+    comptime for e in range(4):
+        comptime s = 8 >> e
+        comptime if s < L:
+            var upper = upper_lanes[s]()
+            comptime for i in range(L):
+                comptime if i & s == 0:
+                    var a, b = r[i], r[i + s]
+                    r[i] = upper.select(b.shift_right[s](), a)  # lane j: a[j], or b[j - s] in the upper lanes
+                    r[i + s] = upper.select(b, a.shift_left[s]())  # lane j: a[j + s], or b[j] in the upper lanes
 
 
 def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32, MutUntrackedOrigin],
