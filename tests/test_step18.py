@@ -177,6 +177,28 @@ def test_a_product_that_rounds_on_some_cases_only_fails_and_names_each_cases_rou
     assert "x and w in bfloat16 or x in int8 per block of 32" in part.summary, _said(part)
 
 
+def test_a_product_off_on_many_rows_only_is_read_against_the_rounding_the_others_hold():
+    """A Q8_0 kernel whose path for many rows is wrong (its outputs exchanged in pairs, as a tile transposed
+    wrong leaves them), and a float32 one off by one there: the right products name the rounding, and the off
+    ones are placed by their number of rows, not called "off on every product"."""
+    inputs = product_arrays()
+    many = {name for name, M, *_ in product_cases() if M > 8}
+    rounded = _rounded_results(inputs, "x in int8 per block of 32", lambda M: True)
+    for name in many:
+        n = rounded[name].shape[-1]
+        swapped = np.arange(n) ^ 1
+        rounded[name] = rounded[name][..., np.where(swapped < n, swapped, np.arange(n))]
+    part, held = judge_products(inputs, rounded)
+    assert part.status == FAIL and held is None, _said(part)
+    assert part.summary == (f"off on {len(many)} of {len(product_cases())} products, the others equal (to float32's "
+                            "noise) to the product with x in int8 per block of 32"), _said(part)
+    assert "right on every product of 12 rows of x or fewer; off only on products of more" in _said(part), _said(part)
+    floats = _rounded_results(inputs, "x in int8 per block of 32", lambda M: False)
+    part, held = judge_products(inputs, {name: v + (name in many) for name, v in floats.items()})
+    assert part.status == FAIL and held is None and "the others equal" not in part.summary, _said(part)
+    assert "off exactly on the products of more than 7 rows of x" in _said(part), _said(part)
+
+
 def test_outputs_that_change_between_runs_are_placed():
     """A row of x a loop leaves out keeps what the memory held: different every run, placed by its indices."""
     inputs = product_arrays()
