@@ -13,6 +13,10 @@ time to first token p50 and per-token p99 (bench/serve.py's summary). Every serv
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
 the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
 reported, not required). The peak resident memory of each server's process tree is read after the 16-stream level.
+
+    floor         solution 14 behind `max serve` on a GPT-2 of one layer of width 64 with the checkpoint's
+                  vocabulary, one stream of the shortest prompts: what max serve takes a token around a graph
+                  that costs almost nothing (its sampler, the batch's inputs, the scheduler, the API process)
 """
 
 from __future__ import annotations
@@ -110,6 +114,17 @@ def _levels(url: str, pid: int, load: Load, work: dict, expected: dict, tokenize
     return rows, memory
 
 
+def floor_checkpoint(checkpoint, folder: Path) -> Path:
+    """A GPT-2 of one layer, width 64 (one head of GPT-2's 64), the checkpoint's vocabulary and tokenizer."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    config = {**checkpoint.config(), "n_layer": 1, "n_embd": 64, "n_head": 1}
+    config = GPT2Config(**{k: v for k, v in config.items() if k not in ("architectures", "transformers_version")})
+    GPT2LMHeadModel(config).save_pretrained(folder, safe_serialization=True)
+    AutoTokenizer.from_pretrained(checkpoint.path).save_pretrained(folder)
+    return folder
+
+
 def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) -> dict:
     """Every figure: transformers, then each server in turn, the same requests to each."""
     import torch
@@ -144,6 +159,11 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
             print(f"{name} under max serve:", file=sys.stderr, flush=True)
             with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=batch) as server:
                 results[name], memory[name] = _levels(server.url, server.process.pid, load, work, expected, tokenizer)
+        print("max serve's floor (step 14 on a GPT-2 of one layer of width 64):", file=sys.stderr, flush=True)
+        floor = Load(streams=(1,), prompt_tokens=load.prompt_tokens[:1], new_tokens=load.new_tokens)
+        with Server(REPO / "solutions" / "solution_14.py", floor_checkpoint(checkpoint, Path(tmp) / "floor"),
+                    max_batch_size=1) as server:
+            results["floor"], _ = _levels(server.url, server.process.pid, floor, work, expected, tokenizer)
         if gguf is not None:
             print("llama.cpp's llama-server:", file=sys.stderr, flush=True)
             with llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8) as (url, pid):
@@ -182,6 +202,10 @@ def report(result: dict) -> str:
         lines.append(f"{n}: {same} of {total} texts equal transformers' float32 greedy ids decoded"
                      + (" (on a stand-in, llama.cpp's GGUF holds only the tokenizer's ids as text: the others come "
                         "back empty)" if n == "llama.cpp" and "SYNTHETIC" in result["model"] else "") + ".")
+    if floor := result["results"].get("floor"):
+        lines.append(f"max serve's floor, step 14 on a GPT-2 of one layer of width 64 and the same vocabulary, one "
+                     f"stream of {floor[0]['prompt_tokens']}-token prompts: {floor[0]['tokens_per_s']:.1f} tokens/s, "
+                     f"a token every {floor[0]['token_p50_ms']:.1f} ms (p50): what serving takes around the graph.")
     if result["llama_cpp"]["reason"]:
         lines.append(f"llama.cpp: not measured: {result['llama_cpp']['reason']}.")
     return "\n".join(lines)
@@ -198,6 +222,8 @@ def draw(result: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(lengths), figsize=(5 * len(lengths), 3.6), squeeze=False)
     for ax, length in zip(axes[0], lengths):
         for name, rows in result["results"].items():
+            if name == "floor":
+                continue
             points = [(r["streams"], r["tokens_per_s"]) for r in rows if r["prompt_tokens"] == length]
             ax.plot(*zip(*points), marker="o", label=name)
         ax.set(xscale="log", xlabel="concurrent streams", ylabel="tokens/s", title=f"prompts of {length} tokens")

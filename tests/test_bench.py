@@ -295,3 +295,27 @@ def test_decode_split_takes_the_products_and_the_attention_out_of_the_served_ste
     assert row["attention_ms"] > 0 and row["no_products_no_attention_ms"] > 0, row
     text = split_report([row], machine())
     assert f"| 16 | {row['step_ms']:.1f} | {row['products_ms']:.1f} | {row['attention_ms']:.1f} |" in text, text
+
+
+def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_path, checkpoints):
+    """`--serve --fast` also serves a GPT-2 of one layer of width 64 with the checkpoint's vocabulary and
+    tokenizer, to measure what max serve takes a token around an almost free graph; the report says it."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    from bench.servers import floor_checkpoint, report
+
+    checkpoint = checkpoints["synthetic"]
+    folder = floor_checkpoint(checkpoint, tmp_path / "floor")
+    model = GPT2LMHeadModel.from_pretrained(folder)
+    assert (model.config.n_layer, model.config.n_embd, model.config.n_head) == (1, 64, 1)
+    assert model.config.vocab_size == checkpoint.config()["vocab_size"]
+    assert AutoTokenizer.from_pretrained(folder).encode("Hello") == AutoTokenizer.from_pretrained(
+        checkpoint.path).encode("Hello")
+    row = dict(prompt_tokens=32, streams=1, same_text=0, requests=2, tokens_per_s=190.8, ttft_p50_ms=16.0,
+               token_p50_ms=4.45, token_p99_ms=11.0)
+    result = dict(machine=dict(processor="a CPU", vector_extensions=["avx2"], cpus=2), model="a stand-in",
+                  load=dict(new_tokens=64), results={"step 18": [row], "transformers": [row], "floor": [row]},
+                  memory_mb={}, llama_cpp={"reason": None})
+    text = report(result)
+    assert "one stream of 32-token prompts: 190.8 tokens/s, a token every 4.5 ms (p50)" in text, text
+    assert "floor tokens/s" not in text, text
