@@ -194,6 +194,10 @@ def test_a_product_off_on_many_rows_only_is_read_against_the_rounding_the_others
                             "noise) to the product with x in int8 per block of 32"), _said(part)
     assert "right on every product of 12 rows of x or fewer; off only on products of more" in _said(part), _said(part)
     floats = _rounded_results(inputs, "x in int8 per block of 32", lambda M: False)
+    one = [name for name, M, *_ in product_cases() if M == 1]  # right without rounding: said so, not "equal to Q8_0's"
+    part, held = judge_products(inputs, rounded | {name: floats[name] for name in one})
+    assert part.status == FAIL and f"int8 per block of 32 or, {'; '.join(one)}, to float32's" in part.summary, \
+        _said(part)
     part, held = judge_products(inputs, {name: v + (name in many) for name, v in floats.items()})
     assert part.status == FAIL and held is None and "the others equal" not in part.summary, _said(part)
     assert "off exactly on the products of more than 7 rows of x" in _said(part), _said(part)

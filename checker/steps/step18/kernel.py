@@ -247,13 +247,15 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
     held = ""
     if len(ways := set(rounded.values())) == 1:  # the smallest off products round one way: the rest are read
         way = ways.pop()  # against that rounding, a product off from it being the mistake
+        plain = [name for name in names if name not in failing]  # right without rounding
         for name in failing:
             x, q, scales, b = inputs[name]
             wants[name] = rounded_product(way, x, dequantize(q, scales), b)
             verdicts[name] = compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
                                      mistakes=[], tol=PRODUCT)
         rows, failing = _rows(results, wants), [name for name in failing if not verdicts[name].ok]
-        held = f", the others equal (to float32's noise) to the product with {way}"
+        held = f", the others equal (to float32's noise) to the product with {way}" + (
+            f" or, {'; '.join(plain)}, to float32's" if plain else "")
     first = verdicts[failing[0]]
     details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
