@@ -118,8 +118,7 @@ def floor_checkpoint(checkpoint, folder: Path) -> Path:
     """A GPT-2 of one layer, width 64 (one head of GPT-2's 64), the checkpoint's vocabulary and tokenizer."""
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-    config = {**checkpoint.config(), "n_layer": 1, "n_embd": 64, "n_head": 1}
-    config = GPT2Config(**{k: v for k, v in config.items() if k not in ("architectures", "transformers_version")})
+    config = GPT2Config.from_pretrained(checkpoint.path, n_layer=1, n_embd=64, n_head=1)
     GPT2LMHeadModel(config).save_pretrained(folder, safe_serialization=True)
     AutoTokenizer.from_pretrained(checkpoint.path).save_pretrained(folder)
     return folder

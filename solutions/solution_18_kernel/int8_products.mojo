@@ -163,9 +163,9 @@ def upper_lanes[s: Int]() -> SIMD[DType.bool, L]:
 def transpose(mut r: Array[SIMD[DType.int32, L], L]):
     """r[i][j] <-> r[j][i] for an L x L block, in rounds for s = L / 2, ..., 2, 1: each swaps, in every pair of
     rows i and i + s (i & s == 0), row i's upper lanes of each run of 2s with row i + s's lower ones."""
-    comptime for e in range(4):
-        comptime s = 8 >> e
-        comptime if s < L:
+    comptime for e in range(1, 5):
+        comptime s = L >> e
+        comptime if s > 0:
             var upper = upper_lanes[s]()
             comptime for i in range(L):
                 comptime if i & s == 0:

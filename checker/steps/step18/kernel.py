@@ -216,8 +216,7 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                        for name, M, K, N in product_cases() if name in raced),
                      "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
                      "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"]), None
-    verdicts = {name: compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
-                              mistakes=[], tol=PRODUCT) for name in names}
+    verdicts = {name: _verdict(results[name], wants[name]) for name in names}
     failing = [name for name in names if not verdicts[name].ok]
     cases = f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} rows, {REPEATS} runs each"
     if not failing:
@@ -251,8 +250,7 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         for name in failing:
             x, q, scales, b = inputs[name]
             wants[name] = rounded_product(way, x, dequantize(q, scales), b)
-            verdicts[name] = compare(results[name][0].astype(np.float64), wants[name], axes=("row of x", "output"),
-                                     mistakes=[], tol=PRODUCT)
+            verdicts[name] = _verdict(results[name], wants[name])
         rows, failing = _rows(results, wants), [name for name in failing if not verdicts[name].ok]
         held = f", the others equal (to float32's noise) to the product with {way}" + (
             f" or, {'; '.join(plain)}, to float32's" if plain else "")
@@ -264,6 +262,11 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         details.append(f"also off: {'; '.join(failing[1:])}")
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products{held}", details, None,
                 first.margin), None
+
+
+def _verdict(runs: np.ndarray, want: np.ndarray):
+    """The first run's output [M, N] against `want`, by row of x and output."""
+    return compare(runs[0].astype(np.float64), want, axes=("row of x", "output"), mistakes=[], tol=PRODUCT)
 
 
 def _rows(results: dict[str, np.ndarray], wants: dict[str, np.ndarray]) -> Rows:
