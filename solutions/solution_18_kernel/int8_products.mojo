@@ -22,6 +22,8 @@ Two ways by M, each reading a weight from memory once per call:
 - M >= GEMM_FROM: `gemm` over a tile of NT rows of q repacked once (`repack`): 4 bytes of each of NT rows
   side by side, so one `dpbusd` multiplies the same 4 columns of x (broadcast) into L rows of q at once: a
   lane per output, no sum across lanes, and a block's 8 instructions end in one scaling per L outputs.
+  A task takes a run of tiles; while the rows of x pass one tile, the next tile's bytes are asked for, a
+  share each pass (into the core's L2), so reading the weights overlaps multiplying them.
 """
 
 from std.memory import alloc, bitcast
@@ -176,10 +178,10 @@ def transpose(mut r: Array[SIMD[DType.int32, L], L]):
 
 def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32, MutUntrackedOrigin],
            ws: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
-           sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int):
+           sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int, first: Bool):
     """Rows n_lo .. n_hi of q (the last repeated up to NT rows) as wp[g, j] = q[n_lo + j, 4g .. 4g + 4) (KB * 8
     groups of NT words, zero past K); cp[b, j] = -OFFSET x block b's sum of the row's weights, ws[b, j] its scale."""
-    for off in range(n_lo * K, n_hi * K, 64):  # the tile is one run of memory: asked for in order
+    for off in range(n_lo * K, n_hi * K if first else n_lo * K, 64):  # a run's first tile, asked for in order
         prefetch[PrefetchOptions().for_read().high_locality()](qp + off)
     for v in range(NT // L):
         var rows = SIMD[DType.int32, L](0)
@@ -213,11 +215,16 @@ def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32
 def gemm[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, MutUntrackedOrigin],
                   xs: UnsafePointer[Float32, MutUntrackedOrigin], wp: UnsafePointer[Int32, MutUntrackedOrigin],
                   cp: UnsafePointer[Int32, MutUntrackedOrigin], ws: UnsafePointer[Float32, MutUntrackedOrigin],
-                  bp: UnsafePointer[Float32, ImmutAnyOrigin], m0: Int, n_lo: Int, rows: Int, N: Int, KB: Int):
+                  bp: UnsafePointer[Float32, ImmutAnyOrigin], m0: Int, n_lo: Int, rows: Int, N: Int, KB: Int,
+                  ahead: UnsafePointer[Int8, ImmutAnyOrigin], ahead_bytes: Int):
     """y[m0 .. m0 + mr, n_lo .. n_lo + rows] from the repacked tile: per block, 8 x 2 x mr `dpbusd` into
-    2 x mr vectors of L int32 sums (started at -OFFSET x the rows' block sums), then one scaling each."""
+    2 x mr vectors of L int32 sums (started at -OFFSET x the rows' block sums), then one scaling each.
+    Meanwhile the ahead_bytes at `ahead` are asked for, spread over the blocks."""
     var acc = Array[SIMD[DType.float32, L], 2 * mr](fill=0)
+    var per_block = (ahead_bytes + 64 * KB - 1) // (64 * KB) * 64
     for b in range(KB):
+        for off in range(b * per_block, min((b + 1) * per_block, ahead_bytes), 64):
+            prefetch[PrefetchOptions().for_read().medium_locality()](ahead + off)
         var d = Array[SIMD[DType.int32, L], 2 * mr](fill=0)
         comptime for i in range(mr):
             comptime for h in range(2):
@@ -248,11 +255,10 @@ def gemm[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UI
 def products(yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, MutUntrackedOrigin],
              xs: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
              sp: UnsafePointer[Float32, ImmutAnyOrigin], bp: UnsafePointer[Float32, ImmutAnyOrigin],
-             t: Int, M: Int, K: Int, N: Int, KB: Int):
-    """Tile t of y (its NT columns, every row of x), x already quantised (xu, xs)."""
-    var n_lo, n_hi = t * NT, min((t + 1) * NT, N)
+             t0: Int, t1: Int, M: Int, K: Int, N: Int, KB: Int):
+    """Tiles t0 .. t1 of y (NT columns each, every row of x), x already quantised (xu, xs)."""
     if M < GEMM_FROM:
-        for n in range(n_lo, n_hi):
+        for n in range(t0 * NT, min(t1 * NT, N)):
             var m0 = 0
             while m0 + MR <= M:
                 row[MR](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
@@ -265,17 +271,24 @@ def products(yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, 
                 row[1](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
         return
     var wp, cp, ws = alloc[Int32](KB * GROUPS * NT), alloc[Int32](KB * NT), alloc[Float32](KB * NT)
-    repack(wp, cp, ws, qp, sp, n_lo, n_hi, K, KB)
-    var m0 = 0
-    while m0 + MR <= M:
-        gemm[MR](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
-        m0 += MR
-    if M - m0 == 3:
-        gemm[3](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
-    elif M - m0 == 2:
-        gemm[2](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
-    elif M - m0 == 1:
-        gemm[1](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB)
+    for t in range(t0, t1):
+        var n_lo, n_hi = t * NT, min((t + 1) * NT, N)
+        repack(wp, cp, ws, qp, sp, n_lo, n_hi, K, KB, t == t0)
+        var ahead = qp + n_hi * K  # the next tile's bytes: each pass of MR rows of x asks for its share
+        var next_bytes = 0 if t == t1 - 1 else (min(n_hi + NT, N) - n_hi) * K
+        var share = (next_bytes // (M // MR) + 63) // 64 * 64
+        var m0 = 0
+        while m0 + MR <= M:
+            var start = min(m0 // MR * share, next_bytes)
+            gemm[MR](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB, ahead + start,
+                     min(share, next_bytes - start))
+            m0 += MR
+        if M - m0 == 3:
+            gemm[3](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB, ahead, 0)
+        elif M - m0 == 2:
+            gemm[2](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB, ahead, 0)
+        elif M - m0 == 1:
+            gemm[1](yp, xu, xs, wp, cp, ws, bp, m0, n_lo, n_hi - n_lo, N, KB, ahead, 0)
     wp.unsafe_free()
     cp.unsafe_free()
     ws.unsafe_free()

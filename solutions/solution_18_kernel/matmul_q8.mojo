@@ -213,11 +213,14 @@ struct GPT2MatmulQ8:
                 for m in range(task, M, tasks):
                     quantize_row(xu, xs, xp, m, K, KB)
 
-            sync_parallelize(quantize, min(M, tasks))
+            if M * K <= 1 << 16:  # a decode's few rows: quantised here, quicker than handing them to the cores
+                for m in range(M):
+                    quantize_row(xu, xs, xp, m, K, KB)
+            else:
+                sync_parallelize(quantize, min(M, tasks))
 
             def int8_run(task: Int) {imm}:
-                for t in range(task * per_task, min((task + 1) * per_task, tiles)):
-                    products(yp, xu, xs, qp, sp, bp, t, M, K, N, KB)
+                products(yp, xu, xs, qp, sp, bp, task * per_task, min((task + 1) * per_task, tiles), M, K, N, KB)
 
             sync_parallelize(int8_run, tasks)
             xu.unsafe_free()
