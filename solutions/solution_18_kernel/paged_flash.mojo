@@ -17,8 +17,11 @@ begin with, hold positions before it and are read, never written), then row r at
 request's positions 0 .. pos with step 17's online softmax, a page's keys at a time.
 
 The work: a task per (request, head, band of QROWS rows); a band's rows go one after another over the
-same keys. When every request has a single row (decode) and the B * H tasks leave threads idle, each
-head's keys are split too, every split keeping its own (m, l, acc), combined exactly at the end.
+same keys. At decode (every request a single row) a task takes a run of heads instead, all of a request's
+when the requests alone keep the cores busy: a position's keys (and values) of every head are one run of
+H * D floats in the page, read from start to end, where a head's alone are D floats every H * D, a
+pattern the memory serves at half the speed. When the B * H heads still leave threads idle, each head's
+keys are split too, every split keeping its own (m, l, acc), combined exactly at the end.
 """
 
 import extensibility
@@ -28,7 +31,8 @@ from max.algorithm import sync_parallelize
 from max.gpu.host import DeviceContext
 from std.math import exp, sqrt
 from std.memory import alloc
-from std.sys import simd_width_of
+from std.sys import size_of, simd_width_of
+from std.sys.intrinsics import PrefetchOptions, prefetch
 from std.sys.info import num_logical_cores
 
 comptime W = simd_width_of[DType.float32]()  # floats per SIMD operation, as wide as this CPU's vectors
@@ -96,38 +100,39 @@ struct GPT2PagedFlashAttention:
                 all_single = False
             bands_before[unsafe_offset=b + 1] = bands_before[unsafe_offset=b] + (end - first + QROWS - 1) // QROWS
         var head_size = H * D  # floats of one position in a page
+        comptime LINE = 64 // size_of[blocks.dtype]()  # a cache line's floats (or halves)
         var part = PAGE * head_size  # floats of one layer's keys (or values) in one page
 
         def slot(b: Int, pos: Int, kv: Int) {imm} -> Int:  # where position pos of request b starts, keys 0, values 1
             var page = Int(lk[unsafe_offset=b * MP + pos // PAGE])
             return ((page * 2 + kv) * L + lay) * part + (pos % PAGE) * head_size
 
+        for r in range(T):  # the new rows' keys and values into their requests' pages, in order, on one thread: a
+            # row is a few KB, less work than handing it to the cores
+            var b = row_request[unsafe_offset=r]
+            var pos = Int(cl[unsafe_offset=b]) + r - Int(off[unsafe_offset=b])
+            var kto, vto = slot(b, pos, 0), slot(b, pos, 1)
+            for e in range(0, head_size, W):
+                bp.unsafe_store(kto + e, kp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
+                bp.unsafe_store(vto + e, vp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
+
         var cores = num_logical_cores()
-        var row_runs = min(T, cores)
-        var rows_per_run = (T + row_runs - 1) // row_runs
-
-        def store(run: Int) {imm}:  # the new rows' keys and values, into their requests' pages
-            for r in range(run * rows_per_run, min((run + 1) * rows_per_run, T)):
-                var b = row_request[unsafe_offset=r]
-                var pos = Int(cl[unsafe_offset=b]) + r - Int(off[unsafe_offset=b])
-                var kto, vto = slot(b, pos, 0), slot(b, pos, 1)
-                for e in range(0, head_size, W):
-                    bp.unsafe_store(kto + e, kp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
-                    bp.unsafe_store(vto + e, vp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())
-
-        sync_parallelize(store, row_runs)
-
         var splits = 1
         if all_single and B * H < cores:  # decode with threads to spare: each head's keys split too
             splits = (cores + B * H - 1) // (B * H)
+        # A task's heads: one at prefill; at decode a run of them, read together (a position's heads are one run
+        # of memory), as many runs a request as keep the cores busy.
+        var groups = min(H, (cores + B - 1) // max(B, 1)) if all_single else H
+        var per_group = (H + groups - 1) // groups
         var parts = B * H * splits if splits > 1 else 1
         var ms, ls, accs = alloc[Float32](parts), alloc[Float32](parts), alloc[Float32](parts * D)
         var scale = Float32(1) / sqrt(Float32(D))
 
-        def task(n: Int) {imm}:  # n = (band task * H + h) * splits + split, band tasks counted over requests
+        def task(n: Int) {imm}:  # n = (band task * groups + group) * splits + split, band tasks counted over requests
             var split = n % splits
-            var h = (n // splits) % H
-            var band_task = n // (splits * H)
+            var group = (n // splits) % groups
+            var band_task = n // (splits * groups)
+            var h0, h1 = group * per_group, min(H, (group + 1) * per_group)  # its heads
             var lo, hi = 0, B  # the request whose bands hold band_task: bands_before[b] <= band_task < [b + 1]
             while hi - lo > 1:
                 var mid = (lo + hi) // 2
@@ -139,52 +144,68 @@ struct GPT2PagedFlashAttention:
             var first_row = Int(off[unsafe_offset=b]) + (band_task - bands_before[unsafe_offset=b]) * QROWS
             var end_row = min(first_row + QROWS, Int(off[unsafe_offset=b + 1]))
             var cached = Int(cl[unsafe_offset=b]) - Int(off[unsafe_offset=b])  # row r sits at position cached + r
-            var s = alloc[Float32](TILE)
+            var s = alloc[Float32]((h1 - h0) * TILE)  # a tile's scores, then weights, per head
+            var qs = alloc[Float32]((h1 - h0) * D)  # the row's queries, scaled
+            var mls = alloc[Float32](2 * (h1 - h0))  # per head: running maximum, running sum
+            var held = alloc[Float32]((h1 - h0) * D)  # per head: the weighted sum of values so far
             for r in range(first_row, end_row):
                 var S = cached + r + 1  # the keys row r sees: 0 .. its own position
                 var per_split = (S + splits - 1) // splits
                 var j0, limit = split * per_split, min(S, (split + 1) * per_split)
-                var qv = Array[SIMD[DType.float32, W], DV](fill=0)
-                var acc = Array[SIMD[DType.float32, W], DV](fill=0)
-                comptime for e in range(DV):
-                    qv[e] = qp.unsafe_load[width=W]((r * H + h) * D + e * W) * scale
-                var m, l = NEG_INF, Float32(0)
+                for i in range(h1 - h0):
+                    qs.unsafe_store(i * D, qp.unsafe_load[width=D]((r * H + h0 + i) * D) * scale)
+                    mls[unsafe_offset=2 * i], mls[unsafe_offset=2 * i + 1] = NEG_INF, 0
+                    held.unsafe_store(i * D, SIMD[DType.float32, D](0))
                 while j0 < limit:
                     var count = min(TILE, PAGE - j0 % PAGE, limit - j0)  # a tile never crosses a page
-                    var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D
-                    var tile_max = NEG_INF
-                    for j in range(count):  # the scores: q . k / sqrt(D)
-                        var dot = SIMD[DType.float32, W](0)
+                    var keys, values = slot(b, j0, 0), slot(b, j0, 1)
+                    for j in range(count):  # the scores: q . k / sqrt(D), the heads' keys of a position in a run
+                        for e in range(h0 * D, h1 * D, LINE):  # its values, asked for now, read below
+                            prefetch[PrefetchOptions().for_read().medium_locality()](bp + values + j * head_size + e)
+                        for i in range(h1 - h0):
+                            var at = keys + j * head_size + (h0 + i) * D
+                            var dot = SIMD[DType.float32, W](0)
+                            comptime for e in range(DV):
+                                dot = qs.unsafe_load[width=W](i * D + e * W).fma(
+                                    bp.unsafe_load[width=W](at + e * W).cast[DType.float32](), dot)
+                            s[unsafe_offset=i * TILE + j] = dot.reduce_add()
+                    for i in range(h1 - h0):  # head by head: step 17's online softmax over the tile
+                        var tile_max = NEG_INF
+                        for j in range(count):
+                            tile_max = max(tile_max, s[unsafe_offset=i * TILE + j])
+                        var m, l = mls[unsafe_offset=2 * i], mls[unsafe_offset=2 * i + 1]
+                        var new_m = max(m, tile_max)
+                        var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled
+                        l = l * factor
+                        var acc = Array[SIMD[DType.float32, W], DV](fill=0)
                         comptime for e in range(DV):
-                            dot = qv[e].fma(bp.unsafe_load[width=W](keys + j * head_size + e * W).cast[DType.float32](), dot)
-                        var score = dot.reduce_add()
-                        s[unsafe_offset=j] = score
-                        tile_max = max(tile_max, score)
-                    var new_m = max(m, tile_max)
-                    var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled
-                    l = l * factor
-                    comptime for e in range(DV):
-                        acc[e] = acc[e] * factor
-                    for j in range(count):
-                        var p = exp(s[unsafe_offset=j] - new_m)
-                        l += p
+                            acc[e] = held.unsafe_load[width=W](i * D + e * W) * factor
+                        var at = values + (h0 + i) * D
+                        for j in range(count):
+                            var p = exp(s[unsafe_offset=i * TILE + j] - new_m)
+                            l += p
+                            comptime for e in range(DV):
+                                var vv = bp.unsafe_load[width=W](at + j * head_size + e * W).cast[DType.float32]()
+                                acc[e] = vv.fma(SIMD[DType.float32, W](p), acc[e])
                         comptime for e in range(DV):
-                            var vv = bp.unsafe_load[width=W](values + j * head_size + e * W).cast[DType.float32]()
-                            acc[e] = vv.fma(SIMD[DType.float32, W](p), acc[e])
-                    m = new_m
+                            held.unsafe_store(i * D + e * W, acc[e])
+                        mls[unsafe_offset=2 * i], mls[unsafe_offset=2 * i + 1] = new_m, l
                     j0 += count
-                if splits == 1:
-                    comptime for e in range(DV):
-                        op.unsafe_store((r * H + h) * D + e * W, acc[e] / l)
-                else:  # decode: one row per request, so row r is request b's only one
-                    var at = (b * H + h) * splits + split
-                    ms[unsafe_offset=at] = m
-                    ls[unsafe_offset=at] = l
-                    comptime for e in range(DV):
-                        accs.unsafe_store(at * D + e * W, acc[e])
+                for i in range(h1 - h0):
+                    var h, m, l = h0 + i, mls[unsafe_offset=2 * i], mls[unsafe_offset=2 * i + 1]
+                    if splits == 1:
+                        op.unsafe_store((r * H + h) * D, held.unsafe_load[width=D](i * D) / l)
+                    else:  # decode: one row per request, so row r is request b's only one
+                        var at = (b * H + h) * splits + split
+                        ms[unsafe_offset=at] = m
+                        ls[unsafe_offset=at] = l
+                        accs.unsafe_store(at * D, held.unsafe_load[width=D](i * D))
             s.unsafe_free()
+            qs.unsafe_free()
+            mls.unsafe_free()
+            held.unsafe_free()
 
-        var tasks = bands_before[unsafe_offset=B] * H * splits
+        var tasks = bands_before[unsafe_offset=B] * groups * splits
         var runs = min(tasks, cores) if all_single else tasks  # decode: cheap tasks, dealt in runs
         var per_run = (tasks + runs - 1) // runs
 

@@ -92,7 +92,7 @@ WRITTEN_AT_PAGE_START = Mistake(
     _at_chunk_slots,
     Edit("var kto, vto = slot(b, pos, 0), slot(b, pos, 1)",
          "var at = ((r - Int(off[unsafe_offset=b])) % PAGE - pos % PAGE) * head_size\n"
-         "                var kto, vto = slot(b, pos, 0) + at, slot(b, pos, 1) + at", file=KERNEL))
+         "            var kto, vto = slot(b, pos, 0) + at, slot(b, pos, 1) + at", file=KERNEL))
 NO_CAUSAL_IN_CHUNK = Mistake(
     "no-causal-in-chunk", "every row of a chunk attended to the whole chunk, its later rows too: the causal bound "
     "within a chunk is missing",
