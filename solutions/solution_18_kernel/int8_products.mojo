@@ -178,11 +178,9 @@ def transpose(mut r: Array[SIMD[DType.int32, L], L]):
 
 def repack(wp: UnsafePointer[Int32, MutUntrackedOrigin], cp: UnsafePointer[Int32, MutUntrackedOrigin],
            ws: UnsafePointer[Float32, MutUntrackedOrigin], qp: UnsafePointer[Int8, ImmutAnyOrigin],
-           sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int, first: Bool):
+           sp: UnsafePointer[Float32, ImmutAnyOrigin], n_lo: Int, n_hi: Int, K: Int, KB: Int):
     """Rows n_lo .. n_hi of q (the last repeated up to NT rows) as wp[g, j] = q[n_lo + j, 4g .. 4g + 4) (KB * 8
     groups of NT words, zero past K); cp[b, j] = -OFFSET x block b's sum of the row's weights, ws[b, j] its scale."""
-    for off in range(n_lo * K, n_hi * K if first else n_lo * K, 64):  # a run's first tile, asked for in order
-        prefetch[PrefetchOptions().for_read().high_locality()](qp + off)
     for v in range(NT // L):
         var rows = SIMD[DType.int32, L](0)
         comptime for j in range(L):
@@ -271,9 +269,11 @@ def products(yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UInt8, 
                 row[1](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)
         return
     var wp, cp, ws = alloc[Int32](KB * GROUPS * NT), alloc[Int32](KB * NT), alloc[Float32](KB * NT)
+    for off in range(t0 * NT * K, min(t0 * NT + NT, N) * K, 64):  # the run's first tile, asked for in order
+        prefetch[PrefetchOptions().for_read().high_locality()](qp + off)
     for t in range(t0, t1):
         var n_lo, n_hi = t * NT, min((t + 1) * NT, N)
-        repack(wp, cp, ws, qp, sp, n_lo, n_hi, K, KB, t == t0)
+        repack(wp, cp, ws, qp, sp, n_lo, n_hi, K, KB)
         var ahead = qp + n_hi * K  # the next tile's bytes: each pass of MR rows of x asks for its share
         var next_bytes = 0 if t == t1 - 1 else (min(n_hi + NT, N) - n_hi) * K
         var share = (next_bytes // (M // MR) + 63) // 64 * 64
