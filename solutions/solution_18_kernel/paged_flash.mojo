@@ -16,8 +16,10 @@ positions at or after cache_lengths[b]: pages a request shares with another, a p
 begin with, hold positions before it and are read, never written), then row r attends to its
 request's positions 0 .. pos with step 17's online softmax, a page's keys at a time.
 
-The work: a task per (request, head, band of QROWS rows); a band's rows go one after another over the
-same keys. At decode (every request a single row) a task takes a run of heads instead, all of a request's
+The work: a task per (request, head, band of QROWS rows). A band of a prompt is scored as a block
+(`band`): lane i of a vector holds row i, so a key's scores for the band are D products of the rows'
+q[d] by k[d] and the online softmax runs lane by lane; a band of fewer rows goes row by row. At decode
+(every request a single row) a task takes a run of heads instead, all of a request's
 when the requests alone keep the cores busy: a position's keys (and values) of every head are one run of
 H * D floats in the page, read from start to end, where a head's alone are D floats every H * D, a
 pattern the memory serves at half the speed. When the B * H heads still leave threads idle, each head's
@@ -37,7 +39,9 @@ from std.sys.info import num_logical_cores
 
 comptime W = simd_width_of[DType.float32]()  # floats per SIMD operation, as wide as this CPU's vectors
 comptime TILE = 64  # keys scored at once (never past a page's end)
-comptime QROWS = 8  # rows per task at prefill, one after another over the same keys
+comptime QROWS = W  # rows per task at prefill: a band, one row per lane of a vector
+comptime BAND_FROM = 4  # a band of this many rows or more is scored as a block; fewer, row by row
+comptime KG = 8  # keys scored at once in a band: eight sums in flight, not one waiting on the last
 comptime D = 64  # GPT-2's head_dim
 comptime DV = D // W
 comptime NEG_INF = Float32.MIN  # the running maximum before any key: exp(NEG_INF - m) is 0
@@ -128,6 +132,90 @@ struct GPT2PagedFlashAttention:
         var ms, ls, accs = alloc[Float32](parts), alloc[Float32](parts), alloc[Float32](parts * D)
         var scale = Float32(1) / sqrt(Float32(D))
 
+        def band(b: Int, h: Int, first_row: Int, end_row: Int, cached: Int) {imm}:
+            # Rows first_row .. end_row - 1 of request b (BAND_FROM to W of them), head h, as a block: a vector holds
+            # one value per row (lane i, row first_row + i), so a key's scores for all the rows are D products of a
+            # vector of the rows' q[d] by one float k[d], and the online softmax runs on vectors of rows.
+            var n = end_row - first_row
+            var qt = alloc[Float32](D * W)  # qt[d * W + i] = q[first_row + i, h, d] / sqrt(D), lanes past n zero
+            var p = alloc[Float32](TILE * W)  # p[j * W + i]: key j's score for row i, then its weight
+            var acc = alloc[Float32](W * D)  # acc[i * D + e]: row i's weighted sum of values so far
+            for d in range(D):
+                for i in range(W):
+                    var qd = qp[unsafe_offset=((first_row + i) * H + h) * D + d] if i < n else 0
+                    qt[unsafe_offset=d * W + i] = qd * scale
+            for i in range(D):
+                acc.unsafe_store(i * W, SIMD[DType.float32, W](0))
+            var m, l = SIMD[DType.float32, W](NEG_INF), SIMD[DType.float32, W](0)
+            var seen = SIMD[DType.int32, W]()  # keys each row sees: 0 .. its own position (lanes past n: row n - 1's)
+            for i in range(W):
+                seen[i] = Int32(cached + first_row + min(i, n - 1) + 1)
+            var S = Int(seen.reduce_max())  # the keys the band reads
+            var j0 = 0
+            while j0 < S:
+                var count = min(TILE, PAGE - j0 % PAGE, S - j0)  # a tile never crosses a page
+                var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D
+                var j = 0
+                while j < count:  # the scores, KG keys at a time (the last group may repeat its last key)
+                    var sc = Array[SIMD[DType.float32, W], KG](fill=0)
+                    var at = Array[Int, KG](fill=0)
+                    comptime for g in range(KG):
+                        at[g] = keys + min(j + g, count - 1) * head_size
+                    for d in range(D):
+                        var qv = qt.unsafe_load[width=W](d * W)
+                        comptime for g in range(KG):
+                            var kd = bp[unsafe_offset=at[g] + d].cast[DType.float32]()
+                            sc[g] = qv.fma(SIMD[DType.float32, W](kd), sc[g])
+                    comptime for g in range(KG):
+                        if j + g < count:
+                            p.unsafe_store((j + g) * W, sc[g])
+                    j += KG
+                var tile_max = SIMD[DType.float32, W](NEG_INF)
+                for j in range(count):  # causal: a key after a row's position is no key of that row's
+                    var sj = seen.gt(SIMD[DType.int32, W](Int32(j0 + j))).select(p.unsafe_load[width=W](j * W),
+                                                                                 SIMD[DType.float32, W](NEG_INF))
+                    p.unsafe_store(j * W, sj)
+                    tile_max = max(tile_max, sj)
+                var new_m = max(m, tile_max)  # every row sees key 0, in the first tile: new_m is a score from there on
+                var factor = exp(m - new_m)
+                l = l * factor
+                for j in range(count):
+                    var pj = exp(p.unsafe_load[width=W](j * W) - new_m)
+                    l += pj
+                    p.unsafe_store(j * W, pj)
+                m = new_m
+                for i0 in range(0, n, 2):  # two rows at a time: their sums of values, rescaled, then this tile's
+                    # weighted values added (a row past n repeats row n - 1, its sums not stored)
+                    var a = Array[SIMD[DType.float32, W], 2 * DV](fill=0)
+                    var i1 = min(i0 + 1, n - 1)
+                    comptime for e in range(DV):
+                        a[e] = acc.unsafe_load[width=W](i0 * D + e * W) * factor[i0]
+                        a[DV + e] = acc.unsafe_load[width=W](i1 * D + e * W) * factor[i1]
+                    # the keys of the tile each row sees (a weight of 0 times a key no row has stored could be NaN)
+                    var c0, c1 = max(0, min(count, Int(seen[i0]) - j0)), max(0, min(count, Int(seen[i1]) - j0))
+                    for j in range(c0):
+                        var p0 = SIMD[DType.float32, W](p[unsafe_offset=j * W + i0])
+                        var p1 = SIMD[DType.float32, W](p[unsafe_offset=j * W + i1])
+                        comptime for e in range(DV):
+                            var vv = bp.unsafe_load[width=W](values + j * head_size + e * W).cast[DType.float32]()
+                            a[e] = vv.fma(p0, a[e])
+                            a[DV + e] = vv.fma(p1, a[DV + e])
+                    for j in range(c0, c1):  # the key row i1 sees and row i0 does not
+                        var p1 = SIMD[DType.float32, W](p[unsafe_offset=j * W + i1])
+                        comptime for e in range(DV):
+                            var vv = bp.unsafe_load[width=W](values + j * head_size + e * W).cast[DType.float32]()
+                            a[DV + e] = vv.fma(p1, a[DV + e])
+                    comptime for e in range(DV):
+                        acc.unsafe_store(i0 * D + e * W, a[e])
+                        if i1 != i0:
+                            acc.unsafe_store(i1 * D + e * W, a[DV + e])
+                j0 += count
+            for i in range(n):
+                op.unsafe_store(((first_row + i) * H + h) * D, acc.unsafe_load[width=D](i * D) / l[i])
+            qt.unsafe_free()
+            p.unsafe_free()
+            acc.unsafe_free()
+
         def task(n: Int) {imm}:  # n = (band task * groups + group) * splits + split, band tasks counted over requests
             var split = n % splits
             var group = (n // splits) % groups
@@ -144,6 +232,9 @@ struct GPT2PagedFlashAttention:
             var first_row = Int(off[unsafe_offset=b]) + (band_task - bands_before[unsafe_offset=b]) * QROWS
             var end_row = min(first_row + QROWS, Int(off[unsafe_offset=b + 1]))
             var cached = Int(cl[unsafe_offset=b]) - Int(off[unsafe_offset=b])  # row r sits at position cached + r
+            if end_row - first_row >= BAND_FROM:  # a prompt's band (one head at prefill): as a block
+                band(b, h0, first_row, end_row, cached)
+                return
             var s = alloc[Float32]((h1 - h0) * TILE)  # a tile's scores, then weights, per head
             var qs = alloc[Float32]((h1 - h0) * D)  # the row's queries, scaled
             var mls = alloc[Float32](2 * (h1 - h0))  # per head: running maximum, running sum

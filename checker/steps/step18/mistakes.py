@@ -98,8 +98,10 @@ NO_CAUSAL_IN_CHUNK = Mistake(
     "within a chunk is missing",
     "The row at position pos sees keys 0 .. pos, not the chunk's last position.",
     _whole_chunk,
-    Edit("var S = cached + r + 1  # the keys row r sees: 0 .. its own position",
-         "var S = cached + Int(off[unsafe_offset=b + 1])", file=KERNEL))
+    Edit(("var S = cached + r + 1  # the keys row r sees: 0 .. its own position",
+          "seen[i] = Int32(cached + first_row + min(i, n - 1) + 1)"),
+         ("var S = cached + Int(off[unsafe_offset=b + 1])", "seen[i] = Int32(cached + Int(off[unsafe_offset=b + 1]))"),
+         file=KERNEL))
 SPLIT_FLOOR = Mistake(
     "split-floor", "a decode head's S keys were split into parts of S / splits keys, rounded down: the last "
     "S % splits keys are never read, and a request with fewer keys than splits reads none",
