@@ -1,4 +1,5 @@
-"""`python -m bench --decode-split`: where a decode step of step 18's served graph goes, at 1, 4, 16 and 32 requests.
+"""`python -m bench --decode-split`: where a decode step of step 18's served graph goes, at 1, 4, 16 and 32 requests,
+and a prefill of 1, 4 and 16 prompts of 512 tokens.
 
 The graph is the one MAX's server runs (gpt2_arch's ServedFastGPT2 around solution 18's GPT2PagedQ8), on MAX's
 own paged cache, each request a 32-token prompt and then a token a step. It is compiled three times: whole; with
@@ -26,6 +27,7 @@ from runtime.files import MODEL_FILE
 
 STREAMS = (1, 4, 16, 32)
 PROMPT = 32
+PREFILLS, LONG_PROMPT = (1, 4, 16), 512  # prompts of LONG_PROMPT tokens in one prefill
 PAGE = 128  # positions a page: every request's prompt and its steps fit in one
 ROUNDS, STEPS = 4, 10  # alternating rounds of STEPS timed steps per version, after one untimed
 
@@ -66,14 +68,14 @@ class _Requests:
     """`streams` requests on `manager`'s pages, each a random prompt of PROMPT ids; step() runs one batch of them
     (each request's new tokens) through `graph`, feeds back each one's argmax and returns the seconds it took."""
 
-    def __init__(self, graph, manager, streams: int, rng):
+    def __init__(self, graph, manager, streams: int, rng, prompt: int = PROMPT):
         from max.pipelines.context import TextContext, TokenBuffer
         from max.pipelines.modeling.types import RequestID
 
         self.graph, self.manager, self.contexts = graph, manager, []
         for _ in range(streams):
-            ids = rng.integers(0, 50000, PROMPT).astype(np.int64)
-            context = TextContext(request_id=RequestID(), max_length=PAGE, tokens=TokenBuffer(ids))
+            ids = rng.integers(0, 50000, prompt).astype(np.int64)
+            context = TextContext(request_id=RequestID(), max_length=prompt + PAGE, tokens=TokenBuffer(ids))
             manager.claim(context)
             self.contexts.append(context)
 
@@ -100,9 +102,8 @@ class _Requests:
             self.manager.release(context)
 
 
-def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> list[dict]:
-    """Per number of requests: the median ms of a decode step, whole, without its products, and without its
-    products and attention; and the shares they give."""
+def _versions(folder: Path, config, pages: int, batch: int):
+    """The three compiled versions of the served graph by name, and a paged cache of `pages` pages for them."""
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -117,7 +118,19 @@ def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> li
                                              "paged_flash_attention": _stand_in_attention}}
     graphs = {name: _compiled(folder, config, kv_params, stand_ins) for name, stand_ins in versions.items()}
     manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]),
-                                  total_num_pages=len(versions) * max(streams) + 1, max_batch_size=max(streams))
+                                  total_num_pages=len(versions) * pages + 1, max_batch_size=batch)
+    return graphs, manager
+
+
+def _shares(ms: dict) -> dict:
+    return dict(**{f"{name}_ms": v for name, v in ms.items()}, products_ms=ms["step"] - ms["no_products"],
+                attention_ms=ms["no_products"] - ms["no_products_no_attention"])
+
+
+def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> list[dict]:
+    """Per number of requests: the median ms of a decode step, whole, without its products, and without its
+    products and attention; and the shares they give."""
+    graphs, manager = _versions(folder, config, max(streams), max(streams))
     rng, out = np.random.default_rng(0), []
     for n in streams:
         requests = {name: _Requests(graph, manager, n, rng) for name, graph in graphs.items()}
@@ -130,10 +143,27 @@ def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> li
                 samples[name] += [r.step() for _ in range(STEPS)]
         for r in requests.values():
             r.release()
-        ms = {name: 1e3 * statistics.median(s) for name, s in samples.items()}
-        out.append(dict(streams=n, **{f"{name}_ms": v for name, v in ms.items()},
-                        products_ms=ms["step"] - ms["no_products"],
-                        attention_ms=ms["no_products"] - ms["no_products_no_attention"]))
+        out.append(dict(streams=n, **_shares({name: 1e3 * statistics.median(s) for name, s in samples.items()})))
+    return out
+
+
+def prefill_split(folder: Path, config, prompts: tuple[int, ...] = PREFILLS) -> list[dict]:
+    """Per number of prompts of LONG_PROMPT tokens: the median ms of their prefill in one call, whole, without
+    its products, and without its products and attention (each version's prompts its own, in alternating
+    rounds); and the shares they give."""
+    pages = max(prompts) * -(-(LONG_PROMPT + PAGE) // PAGE)
+    graphs, manager = _versions(folder, config, pages, max(prompts))
+    rng, out = np.random.default_rng(0), []
+    for n in prompts:
+        samples: dict[str, list[float]] = {name: [] for name in graphs}
+        for round_ in range(ROUNDS):
+            for name, graph in graphs.items():
+                requests = _Requests(graph, manager, n, rng, prompt=LONG_PROMPT)
+                took = requests.step()
+                requests.release()
+                if round_:  # the first round is a warm-up
+                    samples[name].append(took)
+        out.append(dict(prompts=n, **_shares({name: 1e3 * statistics.median(s) for name, s in samples.items()})))
     return out
 
 
@@ -149,9 +179,22 @@ def split_report(rows: list[dict], machine: dict) -> str:
     return "\n".join(lines)
 
 
+def prefill_report(rows: list[dict]) -> str:
+    lines = [f"A prefill of {LONG_PROMPT}-token prompts in one call (median ms of {ROUNDS - 1})", "",
+             "| prompts | prefill | products | attention | the rest | prompt tokens/s |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        rate = 1e3 * r["prompts"] * LONG_PROMPT / r["step_ms"]
+        lines.append(f"| {r['prompts']} | {r['step_ms']:.0f} | {r['products_ms']:.0f} | {r['attention_ms']:.0f} | "
+                     f"{r['no_products_no_attention_ms']:.0f} | {rate:.0f} |")
+    return "\n".join(lines)
+
+
 def main(folder: Path, config, machine: dict, path: Path) -> int:
     rows = decode_split(folder, config)
     print(split_report(rows, machine))
+    prefills = prefill_split(folder, config)
+    print("\n" + prefill_report(prefills))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(machine=machine, split=rows), indent=1))
+    path.write_text(json.dumps(dict(machine=machine, split=rows, prefill=prefills), indent=1))
     return 0

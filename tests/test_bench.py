@@ -297,6 +297,21 @@ def test_decode_split_takes_the_products_and_the_attention_out_of_the_served_ste
     assert f"| 16 | {row['step_ms']:.1f} | {row['products_ms']:.1f} | {row['attention_ms']:.1f} |" in text, text
 
 
+@pytest.mark.slow
+def test_prefill_split_takes_the_products_and_the_attention_out_of_a_prefill(checkpoints):
+    """`--decode-split`'s prefill of 512-token prompts: the products and the attention each take a share of
+    their own, the rest is small beside them, and the report shows each."""
+    from bench.served_split import LONG_PROMPT, prefill_report, prefill_split
+
+    checkpoint = checkpoints["synthetic"]
+    [row] = prefill_split(checkpoint.path, checkpoint.learner_config(), prompts=(2,))
+    assert row["prompts"] == 2 and row["products_ms"] > 0.2 * row["step_ms"], row
+    assert row["attention_ms"] > 0 and row["no_products_no_attention_ms"] < row["attention_ms"], row
+    text = prefill_report([row])
+    assert f"| 2 | {row['step_ms']:.0f} | {row['products_ms']:.0f} | {row['attention_ms']:.0f} |" in text, text
+    assert f"{LONG_PROMPT}-token prompts" in text, text
+
+
 def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_path, checkpoints):
     """`--serve --fast` also serves a GPT-2 of one layer of width 64 with the checkpoint's vocabulary and
     tokenizer, to measure what max serve takes a token around an almost free graph; the report says it."""
