@@ -127,10 +127,21 @@ def _shares(ms: dict) -> dict:
                 attention_ms=ms["no_products"] - ms["no_products_no_attention"])
 
 
-def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> list[dict]:
+def _decode_room(streams: tuple[int, ...]) -> tuple[int, int]:
+    """Pages a version needs for the decode split, and its largest batch."""
+    return max(streams), max(streams)
+
+
+def _prefill_room(prompts: tuple[int, ...]) -> tuple[int, int]:
+    """Pages a version needs for the prefill split, and its largest batch."""
+    return max(prompts) * -(-(LONG_PROMPT + PAGE) // PAGE), max(prompts)
+
+
+def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS, versions=None) -> list[dict]:
     """Per number of requests: the median ms of a decode step, whole, without its products, and without its
-    products and attention; and the shares they give."""
-    graphs, manager = _versions(folder, config, max(streams), max(streams))
+    products and attention; and the shares they give. `versions`: `_versions`' graphs and cache, when the
+    caller has them (else made here)."""
+    graphs, manager = versions or _versions(folder, config, *_decode_room(streams))
     rng, out = np.random.default_rng(0), []
     for n in streams:
         requests = {name: _Requests(graph, manager, n, rng) for name, graph in graphs.items()}
@@ -147,12 +158,11 @@ def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS) -> li
     return out
 
 
-def prefill_split(folder: Path, config, prompts: tuple[int, ...] = PREFILLS) -> list[dict]:
+def prefill_split(folder: Path, config, prompts: tuple[int, ...] = PREFILLS, versions=None) -> list[dict]:
     """Per number of prompts of LONG_PROMPT tokens: the median ms of their prefill in one call, whole, without
     its products, and without its products and attention (each version's prompts its own, in alternating
-    rounds); and the shares they give."""
-    pages = max(prompts) * -(-(LONG_PROMPT + PAGE) // PAGE)
-    graphs, manager = _versions(folder, config, pages, max(prompts))
+    rounds); and the shares they give. `versions` as for `decode_split`."""
+    graphs, manager = versions or _versions(folder, config, *_prefill_room(prompts))
     rng, out = np.random.default_rng(0), []
     for n in prompts:
         samples: dict[str, list[float]] = {name: [] for name in graphs}
@@ -191,9 +201,12 @@ def prefill_report(rows: list[dict]) -> str:
 
 
 def main(folder: Path, config, machine: dict, path: Path) -> int:
-    rows = decode_split(folder, config)
+    # One compile of the three versions and one page pool, room enough for both splits.
+    room = [max(both) for both in zip(_decode_room(STREAMS), _prefill_room(PREFILLS))]
+    versions = _versions(folder, config, *room)
+    rows = decode_split(folder, config, versions=versions)
     print(split_report(rows, machine))
-    prefills = prefill_split(folder, config)
+    prefills = prefill_split(folder, config, versions=versions)
     print("\n" + prefill_report(prefills))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(dict(machine=machine, split=rows, prefill=prefills), indent=1))
