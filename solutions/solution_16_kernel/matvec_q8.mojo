@@ -4,9 +4,10 @@ Shapes: x [N, K] float32 (N = the batch at decode), q [M, K] int8 (a Linear's we
 quantised), scales [M, KB] float32 with KB = ceil(K / BLOCK) (one per BLOCK columns of a row, the
 last block K % BLOCK columns when K is no multiple), b [M], y [N, M]. w[m, k] = q[m, k] * scales[m, k // BLOCK].
 
-The TASKS tasks split the outputs y[n, m] into runs; each output reads its row of q from start to
-end, one stream through memory (x's row stays in the core's cache). A block's 32 int8 become
-BLOCK / WIDTH vectors of floats (two of 16 with AVX-512, four of 8 with AVX2), their products with x
+The outputs y[n, m] are cut into one run per thread; each output reads its row of q from start to
+end, one stream through memory (x's row stays in the core's cache). The op's own context (`ctx`) hands
+the runs to the threads: `sync_parallelize` makes a new context for every call, microseconds a decode
+step pays 49 times. A block's 32 int8 become BLOCK / WIDTH vectors of floats (two of 16 with AVX-512, four of 8 with AVX2), their products with x
 summed, and the sum scaled once per block.
 Row after row, not step 15's ROWS rows at once: a row of q is 4x fewer bytes than a row of w, so
 the CPU's work per byte is larger, and one stream per task is what lets the memory keep up (the
@@ -17,13 +18,12 @@ book's performance page has the figures). Each block asks for the bytes AHEAD fu
 import extensibility
 from extensibility import InputTensor, OutputTensor
 from max.gpu.host import DeviceContext
-from max.algorithm import sync_parallelize
 from std.sys import simd_width_of
+from std.sys.info import num_logical_cores
 from std.sys.intrinsics import PrefetchOptions, prefetch
 
 comptime BLOCK = 32  # columns of q that share one scale
 comptime WIDTH = min(simd_width_of[DType.float32](), BLOCK)  # floats per SIMD operation, as wide as this CPU's vectors
-comptime TASKS = 8  # runs of outputs, run on the CPU's threads
 comptime AHEAD = 4096  # bytes of q asked for before they are read (a hint: never faults, even past the end)
 
 
@@ -45,7 +45,8 @@ struct GPT2MatvecQ8:
         var yp, xp, qp, sp, bp = y.unsafe_ptr(), x.unsafe_ptr(), q.unsafe_ptr(), scales.unsafe_ptr(), b.unsafe_ptr()
         var N, K, M, KB = x.dim_size(0), x.dim_size(1), q.dim_size(0), scales.dim_size(1)
         var whole = K // BLOCK  # blocks of a full BLOCK columns; a last one of K % BLOCK when K is no multiple
-        var per_task = (N * M + TASKS - 1) // TASKS  # outputs per task: the last task may have fewer
+        var tasks = num_logical_cores()  # a run of outputs per thread
+        var per_task = (N * M + tasks - 1) // tasks  # outputs per run: the last run may have fewer
 
         def outputs(task: Int) {imm}:
             for i in range(task * per_task, min((task + 1) * per_task, N * M)):
@@ -69,4 +70,5 @@ struct GPT2MatvecQ8:
                     s += tail * sp[unsafe_offset=m * KB + whole]
                 yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=m]
 
-        sync_parallelize(outputs, TASKS)
+        ctx.enqueue_cpu_range(outputs, count=tasks)
+        ctx.synchronize()

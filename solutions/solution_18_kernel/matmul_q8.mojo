@@ -24,12 +24,12 @@ one of three ways by M:
 
 The weights come from memory once per call, whatever M is; each block asks for the bytes AHEAD further
 along its row (a prefetch), as step 16's kernel does. A task runs a run of tiles, TASKS_PER_CORE tasks
-per core: starting a task costs more than a 32-row tile of a decode's work.
+per core: starting a task costs more than a 32-row tile of a decode's work. The op's own context (`ctx`)
+hands the tasks to the threads, as in step 16's kernel.
 """
 
 import extensibility
 from extensibility import InputTensor, OutputTensor
-from max.algorithm import sync_parallelize
 from max.gpu.host import DeviceContext
 from std.memory import alloc
 from std.sys import simd_width_of
@@ -217,12 +217,14 @@ struct GPT2MatmulQ8:
                 for m in range(M):
                     quantize_row(xu, xs, xp, m, K, KB)
             else:
-                sync_parallelize(quantize, min(M, tasks))
+                ctx.enqueue_cpu_range(quantize, count=min(M, tasks))
+                ctx.synchronize()
 
             def int8_run(task: Int) {imm}:
                 products(yp, xu, xs, qp, sp, bp, task * per_task, min((task + 1) * per_task, tiles), M, K, N, KB)
 
-            sync_parallelize(int8_run, tasks)
+            ctx.enqueue_cpu_range(int8_run, count=tasks)
+            ctx.synchronize()
             xu.unsafe_free()
             xs.unsafe_free()
         else:
@@ -231,4 +233,5 @@ struct GPT2MatmulQ8:
                 for t in range(task * per_task, min((task + 1) * per_task, tiles)):
                     float_products(yp, xp, qp, sp, bp, t, M, K, N, KB)
 
-            sync_parallelize(float_run, tasks)
+            ctx.enqueue_cpu_range(float_run, count=tasks)
+            ctx.synchronize()

@@ -178,7 +178,7 @@ STORE = "yp[unsafe_offset=n * M + m] = s + bp[unsafe_offset=m]"
 # Every task takes every output and adds its share into y: tasks add into the same outputs at once.
 RACE = dataclasses.replace(FLOAT32_RACE, edit=Edit(
     ("for i in range(task * per_task, min((task + 1) * per_task, N * M)):", STORE),
-    ("for i in range(N * M):", "yp[unsafe_offset=n * M + m] += (s + bp[unsafe_offset=m]) / TASKS"),
+    ("for i in range(N * M):", "yp[unsafe_offset=n * M + m] += (s + bp[unsafe_offset=m]) / Float32(tasks)"),
     file="matvec_q8.mojo"))
 
 CATALOGUE = [m for m, _ in MISTAKES] + [m for m, _ in DEQUANTIZE_MISTAKES] + [m for m, _ in KERNEL_MISTAKES] + \
