@@ -7,8 +7,8 @@ last block K % BLOCK columns when K is no multiple), b [M], y [N, M]. w[m, k] = 
 The outputs y[n, m] are cut into one run per thread; each output reads its row of q from start to
 end, one stream through memory (x's row stays in the core's cache). The op's own context (`ctx`) hands
 the runs to the threads: `sync_parallelize` makes a new context for every call, microseconds a decode
-step pays 49 times. A block's 32 int8 become BLOCK / WIDTH vectors of floats (two of 16 with AVX-512, four of 8 with AVX2), their products with x
-summed, and the sum scaled once per block.
+step pays 49 times. A block's 32 int8 become BLOCK / WIDTH vectors of floats (two of 16 with AVX-512,
+four of 8 with AVX2), their products with x summed, and the sum scaled once per block.
 Row after row, not step 15's ROWS rows at once: a row of q is 4x fewer bytes than a row of w, so
 the CPU's work per byte is larger, and one stream per task is what lets the memory keep up (the
 book's performance page has the figures). Each block asks for the bytes AHEAD further along its row
