@@ -11,8 +11,17 @@ from checker.running.mojo import REPEATS
 from checker.steps.step17 import check as step17
 from checker.steps.step17 import kernel as step17_kernel
 from checker.steps.step17.kernel import FLOAT16_CACHES
-from checker.steps.step17.mistakes import CATALOGUE, CUT, NO_RESCALE, SPLITS_WITHOUT_MAXIMA, output
-from checker.steps.step17.reference import KERNEL, attend, attention, expected, kernel_cases, online, written
+from checker.steps.step17.mistakes import CATALOGUE, CUT, MAX_FROM_ZERO, NO_RESCALE, SPLITS_WITHOUT_MAXIMA, output
+from checker.steps.step17.reference import (
+    EXP_FLOOR,
+    KERNEL,
+    attend,
+    attention,
+    expected,
+    kernel_cases,
+    online,
+    written,
+)
 from runtime.paths import REPO
 from tests.conftest import (
     STANDINS,
@@ -139,6 +148,22 @@ def test_a_mistake_is_named_when_the_kernel_splits_to_fill_the_cores(mistake):
         computed[name] = (online(q, kc, vc, P, 64, parts, **flags), kc, vc)
     part = step17_kernel.judge(inputs, _results(computed))
     assert part.status == FAIL and part.mistake is mistake, _said(part)
+
+
+def test_a_maximum_from_zero_is_named_where_exp_gives_its_least_value_not_0():
+    """Mojo's exp on 16 lanes without a denormal flush gives 4.156e-39, not 0, below about -88: a maximum
+    started at 0 then weights the far-below-0 case's keys alike (tile by tile, their scalar tails 0), a
+    finite output, not NaN. Computed so (not by the catalogue's own cutting), it is named all the same."""
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        P = int(past[0])
+        kc, vc = written(k, v, kc, vc, P)
+        computed[name] = (online(q, kc, vc, P, 64, 1, start=0.0, floor=EXP_FLOOR), kc, vc)
+    negative = next(case[0] for case in kernel_cases() if case[-1] < 0)
+    assert np.isfinite(computed[negative][0]).all()
+    part = step17_kernel.judge(inputs, _results(computed))
+    assert part.status == FAIL and part.mistake is MAX_FROM_ZERO, _said(part)
 
 
 def _uncatalogued(compute) -> dict[str, np.ndarray]:
@@ -485,10 +510,13 @@ def test_weights_divided_by_the_first_tiles_sum_are_told_as_the_normalisation():
      "queries t = 0, 8, 16, ... are right"),
     (lambda q, kc, vc, P: attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: np.minimum(P + t, P + q.shape[2] - 2)),
      "the keys end one short"),
+    (lambda q, kc, vc, P: attention(q, kc, vc, P, scale=1 / 8 if P != 200 else 1e-6),
+     "off only where every score is far below 0"),
 ])
 def test_which_queries_are_off_is_told_by_what_they_share(compute, words):
     """NaN on every query from the first key on, queries in bands of 8 read at their band's start, the last
-    query of each call without its own key: each told by the rows that are off."""
+    query of each call without its own key, the weights flattened where the scores are far below 0 alone:
+    each told by the rows that are off."""
     said = _said(step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(compute)))
     assert words in said, said
 

@@ -151,8 +151,9 @@ def _named(inputs: dict, results: dict):
     for mistake in CATALOGUE:
         if mistake in READ:
             continue
-        for tile, splits in cuts(mistake):
+        for tile, splits, floor in cuts(mistake):
             if all(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0],
-                            output(mistake, inputs[name], tile, splits), mistake in BY_CACHES) for name in names):
+                            output(mistake, inputs[name], tile, splits, floor), mistake in BY_CACHES)
+                   for name in names):
                 return mistake
     return None

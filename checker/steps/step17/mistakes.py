@@ -4,7 +4,10 @@ solution's Mojo. The online softmax's mistakes depend on how a kernel cuts the k
 each tile size and split count a learner may choose (TILES, SPLITS), and a mistake is named when one way
 of cutting explains every case.
 
-    compute(q, k, v, k_cache, v_cache, P, tile, splits) -> (output [B, H, T, D], k_cache, v_cache after)
+    compute(q, k, v, k_cache, v_cache, P, tile, splits, floor) -> (output [B, H, T, D], k_cache, v_cache after)
+
+`floor` is the least weight the kernel's exp gives (reference.EXP_FLOOR: 16 lanes without a denormal
+flush), a third way a kernel's cutting may differ.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from checker.reporting.compare import Edit, Mistake
-from checker.steps.step17.reference import attention, online, written
+from checker.steps.step17.reference import EXP_FLOOR, attention, online, written
 
 KERNEL = "flash.mojo"
 TILES = (1, 8, 16, 32, 64, 128)  # keys a tile: a wrong online softmax depends on where its tiles start
@@ -31,19 +34,28 @@ class Fill(NamedTuple):
     threads: int
 
 
-def _written(compute):
-    """A mistake of the softmax alone: the caches written right."""
-    def both(q, k, v, kc, vc, P, tile, splits):
+def _online(**flags):
+    """A mistake of the online softmax alone (the caches written right): `online` with `flags`."""
+    def both(q, k, v, kc, vc, P, tile, splits, floor=0.0):
         kc, vc = written(k, v, kc, vc, P)
-        return compute(q, kc, vc, P, tile, splits), kc, vc
+        return online(q, kc, vc, P, tile, splits, floor=floor, **flags), kc, vc
     return both
 
 
-def _not_written(q, k, v, kc, vc, P, tile, splits):
+def _attention(**flags):
+    """A mistake of which keys a query sees or how its scores are scaled (the caches written right):
+    `attention` with `flags`, however the kernel cuts the keys."""
+    def both(q, k, v, kc, vc, P, tile, splits, floor=0.0):
+        kc, vc = written(k, v, kc, vc, P)
+        return attention(q, kc, vc, P, **flags), kc, vc
+    return both
+
+
+def _not_written(q, k, v, kc, vc, P, tile, splits, floor=0.0):
     return attention(q, kc, vc, P), kc.copy(), vc.copy()
 
 
-def _swapped(q, k, v, kc, vc, P, tile, splits):
+def _swapped(q, k, v, kc, vc, P, tile, splits, floor=0.0):
     kc, vc = written(v, k, kc, vc, P)  # v into the key cache, k into the value cache
     return attention(q, kc, vc, P), kc, vc
 
@@ -53,8 +65,7 @@ NO_RESCALE = Mistake(
     "were not multiplied by exp(m_old - m_new): what was summed against the old maximum stays too large",
     "Each time m grows to m', l and the accumulator become l x exp(m - m') and acc x exp(m - m') before the "
     "tile's own terms are added.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_l=False,
-                                                       rescale_acc=False)),
+    _online(rescale_l=False, rescale_acc=False),
     Edit("var factor = exp(m - new_m)  # what was summed against the old maximum, rescaled",
          "var factor = Float32(1)", file=KERNEL))
 SUM_NOT_RESCALED = Mistake(
@@ -62,44 +73,45 @@ SUM_NOT_RESCALED = Mistake(
     "by exp(m_old - m_new) but the running sum l was not: l stays too large, and every weight too small",
     "l and the accumulator are two halves of one fraction: when m grows to m', both are multiplied by "
     "exp(m - m').",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_l=False)),
+    _online(rescale_l=False),
     Edit("l = l * factor", "l = l + 0", file=KERNEL))
 ACC_NOT_RESCALED = Mistake(
     "acc-not-rescaled", "when a tile's largest score is above the running maximum, the running sum l was multiplied "
     "by exp(m_old - m_new) but the accumulator was not: the values summed before stay too heavy",
     "l and the accumulator are two halves of one fraction: when m grows to m', both are multiplied by "
     "exp(m - m'), the accumulator's every lane.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, rescale_acc=False)),
+    _online(rescale_acc=False),
     Edit("acc[e] = acc[e] * factor", "acc[e] = acc[e] + 0", file=KERNEL))
 MAX_FROM_ZERO = Mistake(
     "max-from-zero", "the running maximum starts at 0, not -infinity: a query whose scores are all far below 0 "
-    "has every exp(s - 0) underflow to 0, and its output is 0 / 0",
+    "has every exp(s - 0) underflow, and its output is 0 / 0 (or, where exp's vectors give their least value "
+    "instead of 0, the plain mean of the values those vectors weighted)",
     "Start m at the lowest float (Float32.MIN, or -inf): the first tile's largest score then becomes the maximum.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, start=0.0)),
+    _online(start=0.0),
     Edit("var m, l = NEG_INF, Float32(0)", "var m, l = Float32(0), Float32(0)", file=KERNEL))
 MASK_NOT_OFFSET = Mistake(
     "mask-not-offset", "new query t sees keys 0 .. t, not 0 .. P + t: the P cached positions before it are "
     "counted as if the new ones began at 0",
     "Query t is position P + t: it sees every cached key and the new ones up to itself, keys 0 .. P + t.",
-    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, offset=False)),
+    _attention(offset=False),
     Edit("var limit = min(end, P + t + 1)", "var limit = min(end, t + 1)", file=KERNEL))
 UNSCALED = Mistake(
     "unscaled", "the scores are not divided by sqrt(D): q . k, not q . k / sqrt(D)",
     "Scale each score by 1 / sqrt(head_dim) (or scale q once, before its dot products).",
-    _written(lambda q, kc, vc, P, tile, splits: attention(q, kc, vc, P, scale=1.0)),
+    _attention(scale=1.0),
     Edit("qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W) * scale",
          "qv[e] = qp.unsafe_load[width=W]((head * T + t) * D + e * W)", file=KERNEL))
 LAST_TILE = Mistake(
     "last-tile-skipped", "the keys after the last whole tile are left out: a query whose keys are no multiple of "
     "the tile misses its last ones (and a query with fewer keys than a tile sees none)",
     "Go over the keys while a tile starts before the last: the last tile holds the keys left, fewer than a tile.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, last_tile=False)),
+    _online(last_tile=False),
     Edit("while j0 < limit:", "while j0 + TILE <= limit:", file=KERNEL))
 SPLITS_WITHOUT_MAXIMA = Mistake(
     "splits-without-maxima", "the parts of a head's keys were combined as sum acc_s / sum l_s, each still summed "
     "against its own maximum: right only where every part saw the same largest score",
     "With m = max m_s, scale each part's l_s and acc_s by exp(m_s - m) before adding them.",
-    _written(lambda q, kc, vc, P, tile, splits: online(q, kc, vc, P, tile, splits, maxima=False)),
+    _online(maxima=False),
     Edit("var weight = exp(ms[unsafe_offset=at] - top)", "var weight = Float32(1)", file=KERNEL))
 CACHE_NOT_WRITTEN = Mistake(
     "cache-not-written", "the new keys and values were not written into the caches: their positions still hold "
@@ -130,18 +142,19 @@ READ = [MASK_NOT_OFFSET, UNSCALED]
 CATALOGUE = [*WHOLE, *CUT]
 
 
-def cuts(mistake: Mistake) -> list[tuple[int, int | Fill]]:
-    """The ways of cutting the keys (tile, splits) that may change what `mistake` computes: a split count
-    for every decode case alike, or one that fills the threads (Fill)."""
+def cuts(mistake: Mistake) -> list[tuple[int, int | Fill, float]]:
+    """The ways of cutting the keys (tile, splits, floor) that may change what `mistake` computes: a split
+    count for every decode case alike, or one that fills the threads (Fill); exp's least weight, 0 or
+    EXP_FLOOR."""
     if mistake not in CUT:
-        return [(TILES[0], 1)]
-    return [(tile, splits) for tile in TILES
+        return [(TILES[0], 1, 0.0)]
+    return [(tile, splits, floor) for floor in (0.0, EXP_FLOOR) for tile in TILES
             for splits in (*SPLITS, *(Fill(n) for n in SPLITS if n > 1))]
 
 
-def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int | Fill):
+def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int | Fill, floor: float = 0.0):
     """What `mistake` computes on one case's arrays, its keys cut in tiles of `tile` and (at decode, the
-    only place a kernel splits a head's keys) in parts as `splits` says."""
+    only place a kernel splits a head's keys) in parts as `splits` says, exp's least weight `floor`."""
     q, k, v, kc, vc, past = arrays
     B, H, T, _ = q.shape
     if T > 1:
@@ -153,4 +166,4 @@ def output(mistake: Mistake, arrays: list[np.ndarray], tile: int, splits: int | 
     # combined without their maxima, each part's own softmax is exact however it is tiled: the tile only caps
     # the parts, and the widest keeps the numpy fast
     return mistake.compute(q, k, v, kc, vc, int(past[0]), TILES[-1] if mistake is SPLITS_WITHOUT_MAXIMA else tile,
-                           parts)
+                           parts, floor)

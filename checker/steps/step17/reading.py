@@ -100,6 +100,10 @@ OFF = [
          "off only on the cases whose scores are GPT-2's size (up to ~100): a step of the online softmax that "
          "small scores hide: the running maximum (exp(s - m) with m the largest score so far) and the rescale "
          "of l and acc when it grows"),
+    Rule(lambda f: f["negative"] == 1,
+         "off only where every score is far below 0 (around -5500), right everywhere else: what no score near 0 "
+         "hides: a running maximum started above every score (at 0) leaves each exp(s - m) underflowing, to 0 "
+         "or to the least value exp returns, so the weights no longer follow the scores; m starts at -inf"),
     Above("head", None, within="right on each case's first head (b = 0, h = 0); off only among the others "
           "({off} of {above}): where a head's numbers start in memory: q, k, v and the result at ((b * H + h) * T "
           "+ t) * D, the caches at ((b * H + h) * N + j) * D, N the caches' own length (n_positions), not P + T"),

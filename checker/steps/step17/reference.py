@@ -23,6 +23,12 @@ from checker.reporting.compare import Tolerance
 KERNEL = Tolerance(2e-4, 2e-4)
 D = 64  # GPT-2 small's head_dim
 CACHE = 1024  # GPT-2 small's n_positions
+# Mojo's exp on 16 float32 lanes (AVX-512) clamps its input at about -88.38 and returns this, a denormal, for
+# every x below, where numpy's exp and Mojo's on fewer lanes give 0. A kernel whose threads flush denormals
+# (sync_parallelize runs its tasks so) sees 0 all the same; one dispatched without (ctx.enqueue_cpu_range)
+# weights a key whose score underflows by it. That decides an output only where every weight underflows.
+EXP_FLOOR = 4.156028e-39
+LANES = 16
 
 
 def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
@@ -100,13 +106,14 @@ def expected(q, k, v, k_cache, v_cache, past) -> tuple[np.ndarray, np.ndarray, n
 
 
 def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale_l: bool = True, rescale_acc: bool = True,
-           start: float = -np.inf, last_tile: bool = True, maxima: bool = True) -> np.ndarray:
+           start: float = -np.inf, last_tile: bool = True, maxima: bool = True, floor: float = 0.0) -> np.ndarray:
     """The online softmax in float32 as a kernel computes it: each head's S = P + T keys cut into `splits`
     equal parts (the last shorter), each gone over in tiles of `tile` keys from its start, and the parts
     combined. The mistakes: without `rescale_l` the running sum, without `rescale_acc` the accumulator, is
     not multiplied by exp(m_old - m_new); `start` is the running maximum's first value; without `last_tile`
     a part's keys after its last whole tile are left out; without `maxima` the parts are combined as
-    sum a_s / sum l_s."""
+    sum a_s / sum l_s. `floor` is the least weight exp gives a tile's keys in whole vectors of LANES from
+    its start (EXP_FLOOR: unflushed AVX-512 lanes), the keys after them weighted by a scalar exp."""
     B, H, T, Dh = q.shape
     S = P + T
     per = -(-S // splits)
@@ -129,6 +136,9 @@ def online(q, kc, vc, P: int, tile: int, splits: int = 1, *, rescale_l: bool = T
                         new = max(m, s.max())
                         factor = np.exp(m - new)
                         w = np.exp(s - new)
+                        if floor:
+                            whole = (j1 - j0) // LANES * LANES
+                            w[:whole] = np.maximum(w[:whole], np.float32(floor))
                         l = (l * factor if rescale_l else l) + w.sum()
                         a = (a * factor if rescale_acc else a) + w @ vc[b, h, j0:j1]
                         m = new
