@@ -11,7 +11,9 @@ API. This middleware changes each request before MAX reads it and each answer be
     max_tokens: 0        one token is generated                   none: with echo, the prompt and its
                                                                   log-probabilities alone (scoring)
     max_tokens absent    tokens until the context is full         16, OpenAI's default
-    stop                 the stop string stays in the text        the text ends before it
+    stop                 the stop string stays in the text; a     the text ends before it (cut here:
+                         whole answer can be a 400 instead (a     a whole answer's stop strings are
+                         chunk after the match, still active)     not sent to MAX)
     logprobs             token_logprobs and top_logprobs only     also tokens and text_offset; a token
                          (tokens that decode alike, such as       whose bytes are not whole UTF-8 is
                          parts of split characters, share one     `bytes:\\xNN...` in both, each its own
@@ -64,7 +66,14 @@ def refusal(body: dict) -> str | None:
         return "logit_bias is not supported by this server (MAX 26.7): leave it out"
     if body.get("suffix"):
         return "suffix is not supported: GPT-2 continues a prompt, it does not fill in before a suffix"
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        return f"stop must be a string or a list of strings: got {stop!r}"
     prompt = body.get("prompt")
+    if not _prompt_shaped(prompt):
+        return ("prompt must be a string, a list of token ids, or a list of either (several prompts): got "
+                f"{json.dumps(prompt)[:80]}")
     if prompt == "" or prompt == [] or (isinstance(prompt, list) and any(p == "" or p == [] for p in prompt)):
         return ("the prompt is empty: GPT-2 needs at least one token to predict the next from (OpenAI's "
                 "models begin an empty prompt with <|endoftext|>: send that, token id 50256)")
@@ -72,6 +81,13 @@ def refusal(body: dict) -> str | None:
     if body.get("stream") and several and len(prompt) > 1:
         return "a streamed request takes one prompt: send one streamed request per prompt, or leave stream out"
     return None
+
+
+def _prompt_shaped(prompt) -> bool:
+    """A string, a list of token ids (ints: which ids the tokenizer checks), or a list of those."""
+    def one(p):
+        return isinstance(p, str) or (isinstance(p, list) and all(isinstance(t, int) for t in p))
+    return one(prompt) or (isinstance(prompt, list) and all(one(p) for p in prompt))
 
 
 @dataclass
@@ -93,7 +109,7 @@ class Plan:
         else:
             prompts = list(prompt or [])
         stop = body.get("stop")
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str) and s]
+        stops = [s for s in ([stop] if isinstance(stop, str) else stop or []) if isinstance(s, str) and s]
         return cls(prompts=prompts, echo=bool(body.get("echo")), drop=body.get("max_tokens") == 0, stops=stops,
                    logprobs=body.get("logprobs"), want_ids=bool(body.get("return_token_ids")))
 
@@ -107,6 +123,12 @@ class Plan:
         if self.logprobs == 0:
             out["logprobs"] = 1  # MAX reads 0 as none; the top entries are cut back to the chosen token
         out["return_token_ids"] = True  # the ids give tokens, text_offset and the echoed prompt
+        # Stop strings are cut here. MAX 26.7 cancels a request whose text matched one, yet reads on: a
+        # chunk the worker had made still comes, marked active, and a whole answer ending on it is a 400
+        # ("has no associated finish_reason"). A stream ends well, and stops early: it keeps them.
+        out.pop("stop", None)
+        if body.get("stream") and self.stops:
+            out["stop"] = self.stops
         return out
 
 
@@ -132,8 +154,9 @@ def _top(entries: list, k: int) -> list:
     return [dict(list(e.items())[-1:]) if isinstance(e, dict) and k == 0 else e for e in entries]
 
 
-def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) -> dict:
-    """One choice of a whole (not streamed) answer, as OpenAI's API gives it."""
+def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) -> int:
+    """One choice of a whole (not streamed) answer made as OpenAI's API gives it, in place: the number of
+    generated tokens it keeps."""
     prompt_ids = list(choice.get("prompt_token_ids") or [])
     ids = list(choice.get("token_ids") or [])
     text = choice.get("text") or ""
@@ -168,18 +191,22 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) ->
         choice.pop("prompt_token_ids", None)
     else:
         choice["token_ids"] = ids[:kept]
-    return choice
+    return kept
 
 
 def finish(response: dict, plan: Plan, decode: Decode, key: Key) -> dict:
     """A whole answer, as OpenAI's API gives it."""
+    counts = []
     for choice in response.get("choices") or []:
         i = choice.get("index", 0)
-        finish_choice(choice, plan, plan.prompts[i] if i < len(plan.prompts) else None, decode, key)
+        counts.append(finish_choice(choice, plan, plan.prompts[i] if i < len(plan.prompts) else None, decode, key))
     usage = response.get("usage")
     if plan.drop and isinstance(usage, dict):
         usage["completion_tokens"] = 0
         usage["total_tokens"] = usage.get("prompt_tokens", 0)
+    elif plan.stops and isinstance(usage, dict):  # the tokens before each choice's stop string
+        usage["completion_tokens"] = sum(counts)
+        usage["total_tokens"] = usage.get("prompt_tokens", 0) + usage["completion_tokens"]
     return response
 
 
