@@ -9,10 +9,13 @@ that the model cannot run is refused here:
     prompt token ids outside [0, vocab)          400, which id, where, and the range
     an empty prompt                              400 (the model has no row to give a next token from)
     prompt + max_tokens past n_positions         400, the numbers (OpenAI's answer; MAX would shorten the
-                                                 answer and say only finish_reason "length")
+                                                 answer and say only finish_reason "length"); a prompt of
+                                                 all n_positions takes max_tokens 0 or 1 (scoring it)
     stop_token_ids outside [0, vocab)            400
     echo with logprobs on a server without       400 (MAX's worker would raise and stop)
     --enable-echo
+
+An echo with logprobs shares no pages through MAX's prefix cache (its rows would get no log-probabilities).
 
 One id decoded alone is how MAX's server names each logprobs alternative, and it keys top_logprobs by
 that text: here a token's key as OpenAI's API writes it (gpt2_arch/token_keys.py), so that two tokens
@@ -84,12 +87,20 @@ class GPT2Tokenizer(TextTokenizer):
             raise InputError("echo with logprobs needs every prompt row's logits: start the server with "
                              "--enable-echo (pixi run serve does)")
         context = await super().new_context(request)
+        if request.echo and request.logprobs:
+            # Every prompt row's logits, none skipped: MAX's prefix cache would give this request the pages
+            # of an earlier prompt's first tokens, and those rows no log-probabilities (an evaluation
+            # harness scoring two answers after one long question). A salt of its own, no shared pages.
+            context.cache_salt = f"echo-{request.request_id}"
         length = len(context.tokens.prompt)
         wanted = request.sampling_params.max_new_tokens
         if length == 0:
             raise InputError("the prompt is empty: GPT-2 needs at least one token to predict the next from "
                              "(OpenAI's models start an empty prompt with <|endoftext|>: send it, id 50256)")
-        if length >= self.n_positions or (wanted is not None and length + wanted > self.n_positions):
+        # One token after a prompt of the whole context (scoring it: max_tokens 0 generates one here) comes
+        # from its last row: nothing past n_positions is embedded.
+        room = self.n_positions + (wanted == 1)
+        if length + (wanted or 1) > room:
             asked = f"{length} in the prompt" + (f" + {wanted} to generate (max_tokens)" if wanted else "")
             raise InputError(f"GPT-2's context is {self.n_positions} tokens (n_positions: it has no position "
                              f"embedding past it); this request needs {asked}: shorten the prompt or lower "

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from runtime.guard import GRACE
@@ -136,6 +137,23 @@ def test_echo_max_tokens_zero_and_logprobs_score_the_prompt(served):
     assert "".join(lp["tokens"]) == PROMPT and len(lp["tokens"]) == answer["usage"]["prompt_tokens"]
     assert lp["text_offset"] == [sum(len(t) for t in lp["tokens"][:i]) for i in range(len(lp["tokens"]))]
     assert lp["top_logprobs"][0] is None and all(1 <= len(t) <= 2 for t in lp["top_logprobs"][1:])
+
+
+def test_a_prompt_of_the_whole_context_is_scored_and_one_more_token_refused(served):
+    """1024 tokens with max_tokens 0 (an evaluation harness scoring a whole window) or 1: every row's
+    log-probability; 1024 + 2 or 1023 + 2 would embed position 1024: 400 (MAX alone shortens the answer)."""
+    ids = [464 + i % 7 for i in range(1024)]
+    scored = []
+    for max_tokens in (0, 1):  # the second's prompt is in MAX's prefix cache: every row scored all the same
+        status, answer = post(served, {"prompt": ids, "max_tokens": max_tokens, "echo": True, "logprobs": 1})
+        assert status == 200, message(answer)
+        lp = answer["choices"][0]["logprobs"]["token_logprobs"]
+        assert len(lp) == 1024 + max_tokens and all(isinstance(v, float) for v in lp[1:]), len(lp)
+        scored.append(np.array(lp[1:1024]))
+    np.testing.assert_allclose(scored[0], scored[1], atol=1e-4)
+    for prompt in (ids, ids[:-1]):
+        status, answer = post(served, {"prompt": prompt, "max_tokens": 2})
+        assert status == 400 and "1024" in message(answer), message(answer)
 
 
 def test_echo_and_max_tokens_zero_apart(served):
