@@ -132,14 +132,18 @@ class Plan:
         return out
 
 
-def pieces(ids: list[int], decode: Decode) -> list[str]:
-    """Each token's text as it adds to the decoded whole (a character split across tokens lands in the
-    token that completes it)."""
-    out, before = [], ""
-    for i in range(len(ids)):
-        now = decode(ids[: i + 1])
-        out.append(now[len(before):] if now.startswith(before) else decode([ids[i]]))
-        before = now
+def starts(ids: list[int], decode: Decode, text: str, first: int = 0) -> list[int]:
+    """Where each token from ids[first] on starts in `text`, what the tokens read as: how far what the
+    tokens before it decode to agrees with `text`. A token inside a character split across tokens starts
+    where that character does; a token of bytes the text leaves out (a character never finished), at the
+    text's end."""
+    out = []
+    for i in range(first, len(ids)):
+        before = decode(ids[:i]) if i else ""
+        agree = 0
+        while agree < min(len(before), len(text)) and before[agree] == text[agree]:
+            agree += 1
+        out.append(agree)
     return out
 
 
@@ -170,12 +174,8 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) ->
         text, kept = "", 0
         choice["finish_reason"] = "length"
     elif plan.stops and (at := _cut(text, plan.stops)) is not None:
+        kept = sum(start < at for start in starts(ids, decode, text))
         text = text[:at]
-        starts, pos = [], 0
-        for piece in pieces(ids, decode):
-            starts.append(pos)
-            pos += len(piece)
-        kept = sum(s < at for s in starts)
         choice["finish_reason"] = "stop"
     shown_prompt = prompt if isinstance(prompt, str) else decode(prompt_ids)
     choice["text"] = (shown_prompt if plan.echo else "") + text
@@ -183,9 +183,11 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) ->
     if logprobs is not None:
         all_ids = (prompt_ids if plan.echo else []) + ids[:kept]
         n = len(all_ids)
-        texts = (pieces(prompt_ids, decode) if plan.echo else []) + pieces(ids, decode)[:kept]
+        shown = len(shown_prompt) if plan.echo else 0
+        offsets = (starts(prompt_ids, decode, shown_prompt) if plan.echo else []) + [
+            shown + start for start in starts(ids[:kept], decode, text)]
         choice["logprobs"] = {"tokens": [key(i) for i in all_ids], "token_logprobs": lps[:n],
-                              "top_logprobs": _top(tops[:n], plan.logprobs or 0), "text_offset": _offsets(texts, 0)}
+                              "top_logprobs": _top(tops[:n], plan.logprobs or 0), "text_offset": offsets}
     if not plan.want_ids:
         choice.pop("token_ids", None)
         choice.pop("prompt_token_ids", None)
@@ -225,6 +227,7 @@ class Stream:
         self.sent = 0  # how much of it was sent
         self.keep = max((len(s) for s in plan.stops), default=1) - 1
         self.echoed = 0  # characters of echoed prompt before the generated text
+        self.ids: list[int] = []  # the generated tokens so far
 
     def chunk(self, payload: dict) -> list[dict]:
         """What to send for one of MAX's chunks (zero, one or more chunks)."""
@@ -246,12 +249,13 @@ class Stream:
             out.append(self._final(payload, "length"))
             return out
         ids = list(choice.get("token_ids") or [])
+        text = choice.get("text") or ""
+        self.text += text
+        self.ids += ids
         choice["logprobs"] = self._logprobs(choice.get("logprobs"), ids)
         if not self.plan.want_ids:
             choice.pop("token_ids", None)
             choice.pop("prompt_token_ids", None)
-        text = choice.get("text") or ""
-        self.text += text
         if not self.plan.stops:
             return out + [payload]
         at = _cut(self.text, self.plan.stops)
@@ -282,7 +286,7 @@ class Stream:
             opening["choices"][0]["logprobs"] = {
                 "tokens": [self.key(i) for i in prompt_ids], "token_logprobs": lps[:n],
                 "top_logprobs": _top(tops[:n], self.plan.logprobs or 0),
-                "text_offset": _offsets(pieces(prompt_ids, self.decode), 0)}
+                "text_offset": starts(prompt_ids, self.decode, text)}
             # what is left is the generated token's
             choice["logprobs"] = {"token_logprobs": lps[n:], "top_logprobs": tops[n:]}
         return [opening]
@@ -292,7 +296,8 @@ class Stream:
             return None
         return {"tokens": [self.key(i) for i in ids], "token_logprobs": logprobs.get("token_logprobs") or [],
                 "top_logprobs": _top(logprobs.get("top_logprobs") or [], self.plan.logprobs or 0),
-                "text_offset": _offsets([self.decode([i]) for i in ids], self.echoed + len(self.text))}
+                "text_offset": [self.echoed + start for start in
+                                starts(self.ids, self.decode, self.text, len(self.ids) - len(ids))]}
 
     def _final(self, payload: dict, reason: str) -> dict:
         return {**payload, "choices": [{"index": 0, "text": "", "finish_reason": reason, "logprobs": None}]}
@@ -307,15 +312,6 @@ class Stream:
             self.sent += size
             out.append(self.held.pop(0))
         return out
-
-
-def _offsets(texts: list[str], start: int) -> list[int]:
-    """Where each token's text starts in the answer's, the first at `start`."""
-    out, pos = [], start
-    for t in texts:
-        out.append(pos)
-        pos += len(t)
-    return out
 
 
 def _error(message: str) -> bytes:

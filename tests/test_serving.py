@@ -257,6 +257,38 @@ def test_top_logprobs_keep_every_alternative_and_tokens_their_key(checkpoint):
     assert streamed["choices"][0]["logprobs"]["tokens"] == got["tokens"]
 
 
+def test_text_offsets_stay_in_the_text_where_a_character_is_split_across_tokens(checkpoint):
+    """The two tokens of one character start where it does; bytes of a character never finished (which
+    MAX's text leaves out) at the text's end, never past it; a byte no later token completes keeps its
+    U+FFFD. Whole answers and streams alike, one token a chunk."""
+    from functools import partial
+
+    from gpt2_arch.completions import Plan, Stream, finish
+    from gpt2_arch.token_keys import token_key
+    from gpt2_arch.tokenizer import GPT2Tokenizer
+
+    tokenizer = GPT2Tokenizer(str(checkpoint.path), None).delegate
+    lead, tail = tokenizer.convert_tokens_to_ids(list(SPLIT))
+    word, = tokenizer("The")["input_ids"]
+    key = partial(token_key, tokenizer)
+    for ids, text, want in [([word, lead, tail, word], "The\u00e6The", [0, 3, 3, 4]),
+                            ([word, word, lead, lead], "TheThe", [0, 3, 6, 6]),
+                            ([lead, word], "\ufffdThe", [0, 1])]:
+        logprobs = {"token_logprobs": [-1.0] * len(ids), "top_logprobs": [{key(i): -1.0} for i in ids]}
+        answer = {"choices": [{"index": 0, "text": text, "token_ids": ids, "logprobs": logprobs}]}
+        got = finish(answer, Plan(prompts=["x"], logprobs=1), tokenizer.decode, key)["choices"][0]
+        assert got["logprobs"]["text_offset"] == want, (ids, got["logprobs"]["text_offset"])
+        stream, offsets, sent = Stream(Plan(prompts=["x"], logprobs=1), tokenizer.decode, key), [], ""
+        for i, token in enumerate(ids):
+            piece = text[len(sent):] if i == len(ids) - 1 else tokenizer.decode(ids[:i + 1]).rstrip("\ufffd")[
+                len(sent):]
+            sent += piece
+            chunk = {"choices": [{"index": 0, "text": piece, "token_ids": [token], "logprobs": {
+                "token_logprobs": [-1.0], "top_logprobs": [{key(token): -1.0}]}}]}
+            offsets += [o for c in stream.chunk(chunk) for o in c["choices"][0]["logprobs"]["text_offset"]]
+        assert offsets == want, (ids, offsets)
+
+
 def test_streaming_gives_what_the_whole_answer_gives(served):
     body = {"prompt": PROMPT, "max_tokens": 6, "echo": True, "logprobs": 2}
     _, whole = post(served, body)
