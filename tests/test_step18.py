@@ -92,6 +92,14 @@ def _uncatalogued(out_of, pool_of=stored):
                                                           layer=lay)), "the bound one short"),
     (_uncatalogued(causal, lambda k, v, b, cl, lk, off, lay: stored(v, k, b, cl, lk, off, lay)),
      "the values half their keys"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(
+        (np.diff(off.astype(np.int64)) < 4)[positions(off, cl)[0]][:, None, None],
+        attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay, scale=1 / 64),
+        causal(q, b, cl, lk, off, lay))), "off exactly on the requests of fewer than 4 new rows"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(
+        (np.diff(off.astype(np.int64)) >= 4)[positions(off, cl)[0]][:, None, None],
+        attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p, layer=lay),
+        causal(q, b, cl, lk, off, lay))), "off exactly on the chunks of 4 new rows or more"),
 ])
 def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
     part = judge(INPUTS, _results(compute))
@@ -201,6 +209,24 @@ def test_a_product_off_on_many_rows_only_is_read_against_the_rounding_the_others
     part, held = judge_products(inputs, {name: v + (name in many) for name, v in floats.items()})
     assert part.status == FAIL and held is None and "the others equal" not in part.summary, _said(part)
     assert "off exactly on the products of more than 7 rows of x" in _said(part), _said(part)
+
+
+@pytest.mark.parametrize("off, words", [
+    (lambda M, K, m: (m >= 4) & (M < 8), "rows 0 .. 3 of x right in every product; off only among the rows after"),
+    (lambda M, K, m: (K % 32 != 0) & (M > 3) & (m >= 0), "off only among those whose K is not"),
+])
+def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(off, words):
+    """The bias added again to the rows of x after a first group of 4 (on the path for few rows), and the
+    last block of a K no multiple of 32 wrong where the numbers happen to show it: each placed by the rows
+    or products they are among, not by a path that is right."""
+    inputs = product_arrays()
+    results = {}
+    for name, M, K, N in product_cases():
+        out = _product(*inputs[name]).astype(np.float32)
+        out[off(M, K, np.arange(M))] += 1.5
+        results[name] = np.stack([out] * REPEATS)
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and words in _said(part), _said(part)
 
 
 def test_outputs_that_change_between_runs_are_placed():

@@ -71,7 +71,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         summary = f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}"
         race = ("two tasks write the same place at once (a row's output, a split's (m, l, acc), a slot of the pool), "
                 "or a task reads a key another has not stored yet: store every new key and value first, in a pass of "
-                "their own, then attend; give each task its own outputs")
+                "their own, then attend; give each task its own outputs. Or no task writes those outputs at all (a "
+                "task, band or head left out: their memory holds whatever was there)")
         where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
                  for case in kernel_cases() if case.name in raced][:3]
         if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, wants, steady=True)) is not None:
@@ -176,12 +177,21 @@ PRODUCT_RULES = [
          "an output reads (x[m, k] at m * K + k) and where it is written (y[m, n] at m * N + n)"),
     Rule(lambda f: f["K"] % 32 != 0, "off exactly where K is no multiple of 32: the last block's K % 32 columns and "
          "its own scale"),
+    Rule(lambda f: f["K"] % 32 != 0, "right on every product whose K is a multiple of 32; off only among those "
+         "whose K is not: the last block's K % 32 columns (its largest |x|, its scale, the columns past K)",
+         within=True),
     Rule(lambda f: f["m"] > 0, "off exactly on every row of x but the first: x's row m starts at m * K"),
-    Above("M", "off exactly on the products of more than {k} rows of x, right on every product of {k} or fewer: the "
-          "way your kernel takes from there on (rows of q repacked into a tile, a group of rows of x at a time)",
+    Above("m", "off exactly on the rows of x after row {k} of each product, rows 0 .. {k} right: a later group of "
+          "rows of x (where it starts, what it adds once per output: the bias)",
+          within="rows 0 .. {k} of x right in every product; off only among the rows after them ({off} of their "
+                 "{above} outputs): a later group of rows of x (where it starts, what it adds once per output: the "
+                 "bias), or what your kernel does only for some numbers of rows", least=1),
+    Above("M", "off exactly on the products of more than {k} rows of x, right on every product of {k} or fewer: "
+          "what your kernel does only from {k} + 1 rows on (a way through the weights of its own, a later group of "
+          "rows of x)",
           within="right on every product of {k} rows of x or fewer; off only on products of more ({off} of their "
-          "{above} outputs): the way your kernel takes for many rows (rows of q repacked into a tile, a group of "
-          "rows of x at a time)"),
+          "{above} outputs): what your kernel does only for more than {k} rows (a way through the weights of its "
+          "own, a later group of rows of x)"),
 ]
 
 

@@ -30,7 +30,7 @@ def _features(case, arrays) -> dict[str, np.ndarray]:
     request, position = positions(offsets, cache_lengths)
     lengths = np.diff(offsets.astype(np.int64))[request]
     index = np.arange(len(request)) - offsets[request].astype(np.int64)
-    per_row = {"request": request, "position": position, "index": index, "decode": lengths == 1,
+    per_row = {"request": request, "position": position, "index": index, "rows": lengths, "decode": lengths == 1,
                "last": index == lengths - 1, "cached": cache_lengths[request].astype(np.int64),
                "later_pages": position >= case.page}
     features = {key: np.repeat(value, case.heads) for key, value in per_row.items()}
@@ -45,6 +45,15 @@ OFF = [
     Rule(lambda f: ~f["decode"], "off exactly on the rows of chunks (requests with more than one new row), every "
          "decode row right: a chunk's rows after its first (their positions, the keys of the same chunk they see, "
          "the causal bound within it)"),
+    *(Rule(lambda f, k=k: f["rows"] < k, f"off exactly on the requests of fewer than {k} new rows (decode rows "
+           f"included), every request of {k} or more right: the way your kernel takes for few rows (a row at a "
+           "time, not a band of them): its scale, its keys and values, its causal bound", within=within)
+      for within in (False, True) for k in (4, 8, 16)),
+    *(Rule(lambda f, k=k: f["rows"] >= k, f"off exactly on the chunks of {k} new rows or more, every smaller "
+           f"request and every decode right: the way your kernel takes for a band of a chunk's rows: the keys each "
+           "row sees (its causal bound: its own position included), the rescale of each row's l and acc",
+           within=within)
+      for within in (False, True) for k in (4, 8, 16)),
     Rule(lambda f: f["index"] > 0, "off exactly on the rows after the first of each chunk: what differs between a "
          "chunk's rows, their position cache_lengths[b] + (r - input_row_offsets[b]) and the bound of the keys "
          "each sees (its own position)"),
