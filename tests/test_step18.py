@@ -229,6 +229,21 @@ def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(of
     assert part.status == FAIL and words in _said(part), _said(part)
 
 
+def test_a_product_rounding_x_its_own_way_is_told_so():
+    """x cut toward 0 instead of rounded to the nearest, per block of 32 as Q8_0: equal to no rounding the
+    check knows, off on every product by about what a rounding moves it: said, with Q8_0's rule."""
+    inputs = product_arrays()
+    results = {}
+    for name, M, K, N in product_cases():
+        x, q, scales, b = inputs[name]
+        blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
+        scale = np.abs(blocks).max(-1, keepdims=True) / 127
+        cut = (np.trunc(blocks / np.where(scale > 0, scale, 1)) * scale).reshape(M, -1)[:, :K]
+        results[name] = np.stack([_product(cut, q, scales, b).astype(np.float32)] * REPEATS)
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and "a rounding of x of your own" in _said(part), _said(part)
+
+
 def test_outputs_that_change_between_runs_are_placed():
     """A row of x a loop leaves out keeps what the memory held: different every run, placed by its indices."""
     inputs = product_arrays()

@@ -265,13 +265,31 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         held = f", the others equal (to float32's noise) to the product with {way}" + (
             f" or, {'; '.join(plain)}, to float32's" if plain else "")
     first = verdicts[failing[0]]
-    details = [line for line in [read(rows, rows.off, PRODUCT_RULES)] if line]
+    details = [line for line in [read(rows, rows.off, PRODUCT_RULES) or _own_rounding(inputs, results, failing)]
+               if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
     if len(failing) > 1:
         details.append(f"also off: {'; '.join(failing[1:])}")
     return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products{held}", details, None,
                 first.margin), None
+
+
+def _own_rounding(inputs: dict, results: dict, failing: list[str]) -> str | None:
+    """When every product is off by about what rounding x to int8 per block moves it (a quarter to five times,
+    root mean square, on the smallest), a rounding of x of the kernel's own: said, or None."""
+    if len(failing) < len(inputs):
+        return None
+    name = min(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1]))
+    x, q, scales, b = inputs[name]
+    exact = _product(x, q, scales, b)
+    q8 = rounded_product("x in int8 per block of 32", x, dequantize(q, scales), b)
+    ratio = np.sqrt(np.mean((results[name][0] - exact) ** 2) / np.mean((q8 - exact) ** 2))
+    if not 1 / 4 < ratio < 5:
+        return None
+    return (f"every product off, by about what rounding x to int8 per block of 32 moves it ({ratio:.1f}x that, "
+            f"on {name}), and equal to no rounding the check knows: a rounding of x of your own: Q8_0's is per "
+            "block of 32, the scale max|x| / 127, x / scale rounded to the nearest (ties to even), never cut")
 
 
 def _verdict(runs: np.ndarray, want: np.ndarray):
