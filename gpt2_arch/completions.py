@@ -137,14 +137,16 @@ def starts(ids: list[int], decode: Decode, text: str, first: int = 0) -> list[in
     tokens before it decode to agrees with `text`. A token inside a character split across tokens starts
     where that character does; a token of bytes the text leaves out (a character never finished), at the
     text's end."""
-    out = []
-    for i in range(first, len(ids)):
-        before = decode(ids[:i]) if i else ""
-        agree = 0
-        while agree < min(len(before), len(text)) and before[agree] == text[agree]:
-            agree += 1
-        out.append(agree)
-    return out
+    return [_shared(decode(ids[:i]) if i else "", text) for i in range(first, len(ids))]
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters a and b share (found by halves: a prompt's text is thousands long)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if b.startswith(a[:mid]) else (lo, mid - 1)
+    return lo
 
 
 def _cut(text: str, stops: list[str]) -> int | None:
