@@ -175,11 +175,11 @@ PRODUCT_RULES = [
          "left after the last whole group (a kernel that takes rows of q in groups)"),
     Rule(lambda f: f["M"] > 1, "off exactly on the products of more than one row of x, M = 1 right: which row of x "
          "an output reads (x[m, k] at m * K + k) and where it is written (y[m, n] at m * N + n)"),
-    Rule(lambda f: f["K"] % 32 != 0, "off exactly where K is no multiple of 32: the last block's K % 32 columns and "
-         "its own scale"),
-    Rule(lambda f: f["K"] % 32 != 0, "right on every product whose K is a multiple of 32; off only among those "
-         "whose K is not: the last block's K % 32 columns (its largest |x|, its scale, the columns past K)",
-         within=True),
+    *(Rule(lambda f: f["K"] % 32 != 0, f"{said}: the last block's K % 32 columns (its largest |x|, its own scale, "
+           "the columns past K)", within=within)
+      for within, said in ((False, "off exactly where K is no multiple of 32"),
+                           (True, "right on every product whose K is a multiple of 32; off only among those whose K "
+                                  "is not"))),
     Rule(lambda f: f["m"] > 0, "off exactly on every row of x but the first: x's row m starts at m * K"),
     Above("m", "off exactly on the rows of x after row {k} of each product, rows 0 .. {k} right: a later group of "
           "rows of x (where it starts, what it adds once per output: the bias)",
