@@ -1,4 +1,4 @@
-"""OpenAI's /v1/completions semantics on MAX 26.7's server: an ASGI middleware around its app.
+"""OpenAI's /v1/completions semantics on MAX 26.7's server: each request and answer, changed.
 
 MAX's server answers /v1/completions, but where a client would notice it does otherwise than OpenAI's
 API. This middleware changes each request before MAX reads it and each answer before the client does
@@ -11,9 +11,9 @@ API. This middleware changes each request before MAX reads it and each answer be
     max_tokens: 0        one token is generated                   none: with echo, the prompt and its
                                                                   log-probabilities alone (scoring)
     max_tokens absent    tokens until the context is full         16, OpenAI's default
-    stop                 the stop string stays in the text; a     the text ends before it (cut here:
-                         whole answer can be a 400 instead (a     a whole answer's stop strings are
-                         chunk after the match, still active)     not sent to MAX)
+    stop                 the stop string stays in the text; a     the text ends before it; a whole
+                         whole answer can be a 400 instead (a     answer is asked of MAX as one stream
+                         chunk after the match, still active)     per prompt, made whole here
     logprobs             token_logprobs and top_logprobs only     also tokens and text_offset; a token
                          (tokens that decode alike, such as       whose bytes are not whole UTF-8 is
                          parts of split characters, share one     `bytes:\\xNN...` in both, each its own
@@ -25,21 +25,16 @@ API. This middleware changes each request before MAX reads it and each answer be
     several prompts,     500                                      400: one prompt per streamed request
     streamed
 
-Only POST /v1/completions is changed; every other route, and any body this code cannot read, goes to
-MAX as it came. On every route, an error MAX answers with a bare "Value error." gets the reason MAX
-logged instead. Token ids, prompt lengths and the context are checked by the tokenizer
-(gpt2_arch/tokenizer.py), before the model runs.
+Here each request and answer is changed as data (`Plan`, `finish`, `Stream`); gpt2_arch/middleware.py
+puts them between the client and MAX's app. Token ids, prompt lengths and the context are checked by
+the tokenizer (gpt2_arch/tokenizer.py), before the model runs.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from gpt2_arch.token_keys import token_key
+from typing import Callable
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions API, when a request names none
 MAX_LOGPROBS = 5  # OpenAI's completions API: at most 5 alternatives per token
@@ -123,9 +118,10 @@ class Plan:
         if self.logprobs == 0:
             out["logprobs"] = 1  # MAX reads 0 as none; the top entries are cut back to the chosen token
         out["return_token_ids"] = True  # the ids give tokens, text_offset and the echoed prompt
-        # Stop strings are cut here. MAX 26.7 cancels a request whose text matched one, yet reads on: a
-        # chunk the worker had made still comes, marked active, and a whole answer ending on it is a 400
-        # ("has no associated finish_reason"). A stream ends well, and stops early: it keeps them.
+        # Stop strings go to MAX in streams only (its text is cut here). MAX 26.7 cancels a request whose
+        # text matched one, yet reads on: a chunk the worker had made still comes, marked active, and a
+        # whole answer ending on it is a 400 ("has no associated finish_reason"). A stream ends well, and
+        # stops early: a whole answer with stop strings is asked as streams (`whole`).
         out.pop("stop", None)
         if body.get("stream") and self.stops:
             out["stop"] = self.stops
@@ -316,142 +312,30 @@ class Stream:
         return out
 
 
-def _error(message: str) -> bytes:
-    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
-                                 "code": None}}).encode()
 
 
-# What MAX logs about a request it answers with a bare "Value error." (its route logs the reason, then
-# hides it): kept per request, in a context variable the route's logging call sees (it runs in the
-# request's own task), and put into the answer.
-_reasons: ContextVar[list[str] | None] = ContextVar("reasons", default=None)
-
-
-class _Reasons(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        found = _reasons.get()
-        if found is not None and record.msg.startswith("Value error in request") and len(record.args or ()) == 2:
-            found.append(str(record.args[1]))
-
-
-_HANDLER = _Reasons()
-
-
-class Completions:
-    """ASGI middleware: OpenAI's /v1/completions semantics around MAX's app (see the module's docstring)."""
-
-    def __init__(self, app, tokenizer):
-        self.app = app
-        self.decode: Decode = lambda ids: tokenizer.decode(ids)
-        self.key: Key = lambda token_id: token_key(tokenizer, token_id)
-        logger = logging.getLogger("max.serve")
-        if _HANDLER not in logger.handlers:
-            logger.addHandler(_HANDLER)
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST":
-            return await self.app(scope, receive, send)
-        reasons: list[str] = []
-        _reasons.set(reasons)
-        if scope["path"].rstrip("/") != "/v1/completions":  # other routes as MAX answers them, reasons put back
-            return await self.app(scope, receive, _answer(send, None, reasons))
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            return await self.app(scope, _replay(raw, receive), _answer(send, None, reasons))
-        if reason := refusal(body):
-            logging.getLogger("max.serve").warning("Refused request: %s", reason)
-            return await _send(send, 400, _error(reason))
-        plan = Plan.of(body)
-        data = json.dumps(plan.forwarded(body)).encode()
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
-        scope = {**scope, "headers": [*headers, (b"content-length", str(len(data)).encode())]}
-        stream = Stream(plan, self.decode, self.key) if body.get("stream") else None
-        return await self.app(scope, _replay(data, receive),
-                              _answer(send, (plan, self.decode, self.key, stream), reasons))
-
-
-def _replay(data: bytes, receive):
-    """A `receive` that gives `data` as the whole body, then waits on the client (MAX watches for its
-    disconnect while a request runs)."""
-    sent = False
-
-    async def replayed():
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": data, "more_body": False}
-
-    return replayed
-
-
-async def _send(send, status: int, body: bytes, headers: list | None = None) -> None:
-    kept = [(k, v) for k, v in (headers or [(b"content-type", b"application/json")]) if k.lower() != b"content-length"]
-    await send({"type": "http.response.start", "status": status,
-                "headers": [*kept, (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _answer(send, how, reasons: list[str]):
-    """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event, a
-    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode, key,
-    stream or None), or None to change nothing but errors."""
-    start: dict[str, Any] = {}
-    chunks: list[bytes] = []
-    pending = b""
-
-    async def wrapped(message):
-        nonlocal pending
-        if message["type"] == "http.response.start":
-            start.update(message)
-            if message["status"] == 200 and how is not None and how[3] is not None:
-                await send(message)  # streamed: the events are changed as they pass
-            return
-        if message["type"] != "http.response.body":
-            return await send(message)
-        if start.get("status") == 200 and how is not None and how[3] is not None:
-            pending += message.get("body", b"")
-            events = pending.replace(b"\r\n", b"\n").split(b"\n\n")
-            pending = events.pop()
-            out = b"".join(_rewrite(event, how[3]) for event in events)
-            if not message.get("more_body"):
-                out, pending = out + pending, b""
-            return await send({**message, "body": out})
-        chunks.append(message.get("body", b""))
-        if message.get("more_body"):
-            return
-        body = b"".join(chunks)
-        try:
-            if start.get("status") == 200 and how is not None:
-                body = json.dumps(finish(json.loads(body), *how[:3])).encode()
-            elif reasons and b"Value error." in body:
-                answer = json.loads(body)
-                answer["error"]["message"] = "; ".join(reasons)
-                body = json.dumps(answer).encode()
-        except (ValueError, KeyError, TypeError, IndexError):
-            pass
-        await _send(send, start.get("status", 500), body, start.get("headers"))
-
-    return wrapped
-
-
-def _rewrite(event: bytes, stream: Stream) -> bytes:
-    data = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
-    if len(data) != 1 or data[0] == b"[DONE]":
-        return event + b"\n\n"
-    try:
-        payload = json.loads(data[0])
-    except ValueError:
-        return event + b"\n\n"
-    if not isinstance(payload, dict) or "choices" not in payload:
-        return event + b"\n\n"
-    return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in stream.chunk(payload))
+def whole(streams: list[list[dict]]) -> dict:
+    """The whole answer MAX gives, made from one stream's payloads per prompt (in the prompts' order): a
+    whole answer with stop strings is asked of MAX as streams, which stop at the match (`Plan.forwarded`)."""
+    choices, first = [], {}
+    for index, payloads in enumerate(streams):
+        made: dict = {"index": index, "text": "", "token_ids": [], "prompt_token_ids": [], "logprobs": None,
+                      "finish_reason": None}
+        for payload in payloads:
+            for choice in payload.get("choices") or []:
+                first = first or payload
+                made["text"] += choice.get("text") or ""
+                made["token_ids"] += choice.get("token_ids") or []
+                made["prompt_token_ids"] = made["prompt_token_ids"] or list(choice.get("prompt_token_ids") or [])
+                made["finish_reason"] = choice.get("finish_reason") or made["finish_reason"]
+                if (logprobs := choice.get("logprobs")) is not None:
+                    made["logprobs"] = made["logprobs"] or {"token_logprobs": [], "top_logprobs": []}
+                    for name in ("token_logprobs", "top_logprobs"):
+                        made["logprobs"][name] += logprobs.get(name) or []
+        choices.append(made)
+    prompt_tokens = sum(len(c["prompt_token_ids"]) for c in choices)
+    completion_tokens = sum(len(c["token_ids"]) for c in choices)
+    return {"id": first.get("id"), "object": "text_completion", "created": first.get("created"),
+            "model": first.get("model"), "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}

@@ -1,5 +1,5 @@
 """`max serve` with OpenAI's /v1/completions semantics: MAX 26.7's own server, its app wrapped in
-gpt2_arch.completions.Completions. runtime.server runs it (pixi run serve, step 14's check):
+gpt2_arch.middleware.Completions. runtime.server runs it (pixi run serve, step 14's check):
 
     python -m gpt2_arch.server serve --custom-architectures gpt2_arch --model <checkpoint folder> ...
 
@@ -14,7 +14,7 @@ import sys
 
 from max._entrypoints.cli.serve import serve_api_and_model_worker as launch
 
-from gpt2_arch.completions import Completions
+from gpt2_arch.middleware import Completions
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
@@ -24,7 +24,7 @@ _max_app = launch.fastapi_app
 def fastapi_app(settings, serving):
     """MAX's app, with OpenAI's completions semantics in front of its routes."""
     app = _max_app(settings, serving)
-    app.add_middleware(Completions, tokenizer=serving.tokenizer.delegate)
+    app.add_middleware(Completions, tokenizer=serving.tokenizer)
     return app
 
 

@@ -53,7 +53,7 @@ def bad_ids(ids, limit: int) -> list[tuple[int, object]]:
     return [(i, t) for i, t in enumerate(ids) if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < limit]
 
 
-def _shown(bad: list[tuple[int, object]]) -> str:
+def shown(bad: list[tuple[int, object]]) -> str:
     listed = ", ".join(f"{v!r} at position {i}" for i, v in bad[:3])
     return listed + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
 
@@ -79,10 +79,10 @@ class GPT2Tokenizer(TextTokenizer):
         if prompt is not None and not isinstance(prompt, str):
             if bad := bad_ids(list(prompt), self.vocab):
                 raise InputError(f"prompt token ids must be integers in [0, {self.vocab}) (GPT-2's vocabulary): "
-                                 f"got {_shown(bad)}")
+                                 f"got {shown(bad)}")
         stops = request.sampling_params.stop_token_ids or []
         if bad := bad_ids(list(stops), self.vocab):
-            raise InputError(f"stop_token_ids must be integers in [0, {self.vocab}): got {_shown(bad)}")
+            raise InputError(f"stop_token_ids must be integers in [0, {self.vocab}): got {shown(bad)}")
         if request.echo and request.logprobs and not self.echo_enabled:
             raise InputError("echo with logprobs needs every prompt row's logits: start the server with "
                              "--enable-echo (pixi run serve does)")

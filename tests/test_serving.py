@@ -72,7 +72,7 @@ BAD = [
     ("a token id far past it", {"prompt": [1, 2, 60000], "max_tokens": 2}, "60000"),
     ("a negative token id", {"prompt": [-1], "max_tokens": 2}, "-1"),
     ("token ids, one past the vocabulary, in a list of prompts", {"prompt": [[1, 2], [3, 50257]], "max_tokens": 2},
-     "50257"),
+     "prompt 1 of 2"),
     ("a stop token id past the vocabulary", {"prompt": PROMPT, "max_tokens": 2, "stop_token_ids": [70000]},
      "stop_token_ids"),
     ("n: 2", {"prompt": PROMPT, "max_tokens": 2, "n": 2}, "n=2"),
@@ -180,12 +180,70 @@ def test_a_stop_string_ends_the_text_before_it(served):
     status, batch = post(served, {"prompt": [PROMPT, PROMPT[:-1], PROMPT], "max_tokens": 12, "stop": stop})
     assert status == 200 and len(batch["choices"]) == 3, message(batch)
     assert all(stop not in c["text"] for c in batch["choices"]), message(batch)
+    assert batch["choices"][0]["text"] == batch["choices"][2]["text"] == text[:text.index(stop)], message(batch)
     _, empty = post(served, {"prompt": PROMPT, "max_tokens": 12, "stop": ""})
     assert empty["choices"][0]["text"] == text, message(empty)
     status, events = post(served, {"prompt": PROMPT, "max_tokens": 12, "stop": [stop]}, stream=True)
     chunks = [e for e in events if e != "[DONE]" and e["choices"]]
     assert "".join(c["choices"][0]["text"] for c in chunks) == text[:text.index(stop)]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and events[-1] == "[DONE]"
+
+
+def test_a_whole_answer_with_stop_strings_is_asked_as_streams_that_stop_early(checkpoint):
+    """MAX 26.7 cannot stop a whole answer at a stop string (it races); the middleware asks it one stream
+    per prompt, stop strings included, and makes the whole answer from them: text cut before the stop,
+    the kept tokens counted, each prompt's choice at its index. A prompt MAX refuses refuses the request,
+    its reason kept. Against a stand-in for MAX's app (no server)."""
+    import asyncio
+
+    from gpt2_arch.middleware import Completions
+    from gpt2_arch.tokenizer import GPT2Tokenizer
+
+    tokenizer = GPT2Tokenizer(str(checkpoint.path), None)
+    words = [tokenizer.delegate(w)["input_ids"] for w in [" one", " two", "\n", " three"]]
+    asked = []
+
+    async def app(scope, receive, send):  # MAX's app: a stream of four chunks, or a 400 for prompt "bad"
+        body = json.loads((await receive())["body"])
+        asked.append(body)
+        if body["prompt"] == "bad":
+            await send({"type": "http.response.start", "status": 400, "headers": []})
+            return await send({"type": "http.response.body", "body": _error_body("too long")})
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for i, ids in enumerate(words):
+            chunk = {"id": "c", "model": MODEL, "choices": [{"index": 0, "text": tokenizer.delegate.decode(ids),
+                     "token_ids": ids, "prompt_token_ids": [1, 2] if i == 0 else None,
+                     "finish_reason": "stop" if i == len(words) - 1 else None, "logprobs": None}]}
+            await send({"type": "http.response.body", "body": b"data: " + json.dumps(chunk).encode() + b"\n\n",
+                        "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    def call(body):
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
+        asyncio.run(Completions(app, tokenizer)(scope, receive, send))
+        return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+    status, answer = call({"prompt": ["a", "b"], "max_tokens": 200, "stop": "\n"})
+    assert status == 200 and [c["text"] for c in answer["choices"]] == [" one two"] * 2, answer
+    kept = 2 * len(words[0] + words[1])  # " one two", in each choice
+    assert [c["index"] for c in answer["choices"]] == [0, 1] and answer["usage"]["completion_tokens"] == kept
+    assert all(c["finish_reason"] == "stop" and "token_ids" not in c for c in answer["choices"])
+    assert sorted(b["prompt"] for b in asked) == ["a", "b"]
+    assert all(b["stream"] and b["stop"] == ["\n"] for b in asked), asked
+    status, answer = call({"prompt": ["a", "bad"], "max_tokens": 2, "stop": "\n"})
+    assert status == 400 and answer["error"]["message"] == "too long", answer
+
+
+def _error_body(text: str) -> bytes:
+    return json.dumps({"error": {"message": text, "type": "invalid_request_error"}}).encode()
 
 
 def test_logprobs_give_tokens_offsets_and_at_most_k_plus_one_alternatives(served):

@@ -1,0 +1,240 @@
+"""The ASGI middleware that puts OpenAI's /v1/completions semantics (gpt2_arch/completions.py) in front
+of MAX 26.7's app: each request changed before MAX reads it, each answer before the client does.
+
+    a request the semantics refuse        400 with the reason, MAX never sees it
+    a list of prompts, a bad token id     400 naming the prompt and the position
+    a streamed request                    MAX's events changed one by one as they pass (`Stream`)
+    a whole request with stop strings     one stream per prompt asked of MAX (it stops at the match),
+                                          made into the whole answer (`whole`), then finished
+    any other whole request               MAX's answer changed at once (`finish`)
+
+Only POST /v1/completions is changed; every other route, and any body this code cannot read, goes to
+MAX as it came. On every route, an error MAX answers with a bare "Value error." gets the reason MAX
+logged instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from contextvars import ContextVar
+from typing import Any
+
+from gpt2_arch.completions import Decode, Key, Plan, Stream, finish, refusal, whole
+from gpt2_arch.token_keys import token_key
+from gpt2_arch.tokenizer import bad_ids, shown
+
+
+def _error(message: str) -> bytes:
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                 "code": None}}).encode()
+
+
+# What MAX logs about a request it answers with a bare "Value error." (its route logs the reason, then
+# hides it): kept per request, in a context variable the route's logging call sees (it runs in the
+# request's own task, or one started from it), and put into the answer.
+_reasons: ContextVar[list[str] | None] = ContextVar("reasons", default=None)
+
+
+class _Reasons(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _reasons.get()
+        if found is not None and record.msg.startswith("Value error in request") and len(record.args or ()) == 2:
+            found.append(str(record.args[1]))
+
+
+_HANDLER = _Reasons()
+
+
+class Completions:
+    """ASGI middleware: OpenAI's /v1/completions semantics around MAX's app (see the module's docstring).
+    `tokenizer`: the served GPT2Tokenizer (its Hugging Face tokenizer decodes; `vocab` bounds the ids)."""
+
+    def __init__(self, app, tokenizer):
+        self.app = app
+        self.vocab: int = tokenizer.vocab
+        self.decode: Decode = lambda ids: tokenizer.delegate.decode(ids)
+        self.key: Key = lambda token_id: token_key(tokenizer.delegate, token_id)
+        logger = logging.getLogger("max.serve")
+        if _HANDLER not in logger.handlers:
+            logger.addHandler(_HANDLER)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        reasons: list[str] = []
+        _reasons.set(reasons)
+        if scope["path"].rstrip("/") != "/v1/completions":  # other routes as MAX answers them, reasons put back
+            return await self.app(scope, receive, _answer(send, None, reasons))
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return await self.app(scope, _replay(raw, receive), _answer(send, None, reasons))
+        if reason := refusal(body) or self._bad_prompt(body):
+            logging.getLogger("max.serve").warning("Refused request: %s", reason)
+            return await _send(send, 400, _error(reason))
+        plan = Plan.of(body)
+        if plan.stops and not body.get("stream"):
+            return await self._by_streams(scope, receive, send, body, plan, reasons)
+        data = json.dumps(plan.forwarded(body)).encode()
+        stream = Stream(plan, self.decode, self.key) if body.get("stream") else None
+        return await self.app(_sized(scope, data), _replay(data, receive),
+                              _answer(send, (plan, self.decode, self.key, stream), reasons))
+
+    def _bad_prompt(self, body: dict) -> str | None:
+        """Of several prompts, the first with a token id past the vocabulary (MAX's tokenizer, which checks
+        one prompt at a time, could not say which)."""
+        prompts = body.get("prompt")
+        if not (isinstance(prompts, list) and len(prompts) > 1 and all(isinstance(p, (str, list)) for p in prompts)):
+            return None
+        for number, prompt in enumerate(prompts):
+            if isinstance(prompt, list) and (bad := bad_ids(prompt, self.vocab)):
+                return (f"prompt {number} of {len(prompts)} (counted from 0): token ids must be integers in "
+                        f"[0, {self.vocab}) (GPT-2's vocabulary): got {shown(bad)}")
+        return None
+
+    async def _by_streams(self, scope, receive, send, body: dict, plan: Plan, reasons: list[str]):
+        """A whole answer with stop strings: one stream per prompt asked of MAX, all at once (a stream stops
+        at the match; a whole answer of MAX 26.7's cannot, `Plan.forwarded` says why), made whole."""
+        async def one(prompt) -> _Kept:
+            data = json.dumps(plan.forwarded({**body, "prompt": prompt, "stream": True})).encode()
+            kept = _Kept()
+            await self.app(_sized(scope, data), _replay(data, receive), kept)
+            return kept
+
+        answers = await asyncio.gather(*(one(prompt) for prompt in plan.prompts))
+        for answer in answers:
+            events = [_payload(event) for event in answer.body.replace(b"\r\n", b"\n").split(b"\n\n")]
+            error = next((e["error"] for e in events if isinstance(e, dict) and isinstance(e.get("error"), dict)),
+                         None)
+            if answer.status != 200 or error is not None:
+                if answer.status != 200:
+                    return await _send(send, answer.status, _with_reasons(answer.body, reasons), answer.headers)
+                return await _send(send, 400, _with_reasons(_error(str(error.get("message"))), reasons))
+            answer.payloads = [e for e in events if isinstance(e, dict) and "choices" in e]
+        made = finish(whole([answer.payloads for answer in answers]), plan, self.decode, self.key)
+        return await _send(send, 200, json.dumps(made).encode())
+
+
+class _Kept:
+    """A `send` that keeps an answer (status, headers, body) instead of sending it."""
+
+    def __init__(self):
+        self.status, self.headers, self.body = 500, None, b""
+        self.payloads: list[dict] = []
+
+    async def __call__(self, message):
+        if message["type"] == "http.response.start":
+            self.status, self.headers = message["status"], message.get("headers")
+        elif message["type"] == "http.response.body":
+            self.body += message.get("body", b"")
+
+
+def _sized(scope, data: bytes):
+    """The request's scope, its content-length that of `data`, its state its own (MAX keeps a request's id
+    there: several streams of one request are several requests to it)."""
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+    return {**scope, "headers": [*headers, (b"content-length", str(len(data)).encode())],
+            "state": dict(scope.get("state") or {})}
+
+
+def _replay(data: bytes, receive):
+    """A `receive` that gives `data` as the whole body, then waits on the client (MAX watches for its
+    disconnect while a request runs)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": data, "more_body": False}
+
+    return replayed
+
+
+async def _send(send, status: int, body: bytes, headers: list | None = None) -> None:
+    kept = [(k, v) for k, v in (headers or [(b"content-type", b"application/json")]) if k.lower() != b"content-length"]
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*kept, (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _with_reasons(body: bytes, reasons: list[str]) -> bytes:
+    """An error MAX answered with a bare "Value error.", with the reason MAX logged put in."""
+    if not reasons or b"Value error." not in body:
+        return body
+    try:
+        answer = json.loads(body)
+        answer["error"]["message"] = "; ".join(reasons)
+        return json.dumps(answer).encode()
+    except (ValueError, KeyError, TypeError):
+        return body
+
+
+def _answer(send, how, reasons: list[str]):
+    """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event, a
+    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode, key,
+    stream or None), or None to change nothing but errors."""
+    start: dict[str, Any] = {}
+    chunks: list[bytes] = []
+    pending = b""
+
+    async def wrapped(message):
+        nonlocal pending
+        if message["type"] == "http.response.start":
+            start.update(message)
+            if message["status"] == 200 and how is not None and how[3] is not None:
+                await send(message)  # streamed: the events are changed as they pass
+            return
+        if message["type"] != "http.response.body":
+            return await send(message)
+        if start.get("status") == 200 and how is not None and how[3] is not None:
+            pending += message.get("body", b"")
+            events = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+            pending = events.pop()
+            out = b"".join(_rewrite(event, how[3]) for event in events)
+            if not message.get("more_body"):
+                out, pending = out + pending, b""
+            return await send({**message, "body": out})
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(chunks)
+        if start.get("status") == 200 and how is not None:
+            try:
+                body = json.dumps(finish(json.loads(body), *how[:3])).encode()
+            except (ValueError, KeyError, TypeError, IndexError):
+                pass
+        else:
+            body = _with_reasons(body, reasons)
+        await _send(send, start.get("status", 500), body, start.get("headers"))
+
+    return wrapped
+
+
+def _payload(event: bytes):
+    """The JSON one server-sent event carries (None for `[DONE]`, an event of no data, or one not JSON)."""
+    data = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
+    if len(data) != 1 or data[0] == b"[DONE]":
+        return None
+    try:
+        return json.loads(data[0])
+    except ValueError:
+        return None
+
+
+def _rewrite(event: bytes, stream: Stream) -> bytes:
+    payload = _payload(event)
+    if not isinstance(payload, dict) or "choices" not in payload:
+        return event + b"\n\n"
+    return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in stream.chunk(payload))
