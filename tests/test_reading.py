@@ -1,6 +1,6 @@
-"""checker/diagnosis/reading.py: a rule read only when it holds on every row, the tightest bound, a factor
-only where one number fits a whole row, a power of a dimension only when it holds on every case, and a
-variant only when it computes every case."""
+"""checker/diagnosis/reading.py: a rule read only when it holds on every row, the tightest bound (with those
+that narrow it), a factor only where one number fits a whole row, a power of a dimension only when it holds
+on every case, and a variant only when it computes every case."""
 
 import numpy as np
 
@@ -59,6 +59,20 @@ def test_the_tightest_bound_is_said_and_a_bound_needs_both_sides():
     rows = _rows(got, want, t=np.arange(8))
     assert read(rows, rows.off, [Above("t", None, within="right up to {k}, {off} of {above}")]) == \
         "right up to 3, 3 of 4"
+
+
+def test_bounds_that_narrow_each_other_are_said_together():
+    """Off rows among the odd ones and among the late ones: both said, the tightest first; a bound the
+    others already imply adds nothing."""
+    want = np.ones((8, 2))
+    got = want.copy()
+    got[[5, 7]] += 1
+    rows = _rows(got, want, t=np.arange(8), odd=np.arange(8) % 2, late=(np.arange(8) >= 4) * 1,
+                 odd_or_late=((np.arange(8) % 2 == 1) | (np.arange(8) >= 4)) * 1)
+    rules = [Rule(lambda f: f["odd_or_late"] == 1, "odd or late", within=True),
+             Rule(lambda f: f["odd"] == 1, "odd", within=True), Rule(lambda f: f["late"] == 1, "late", within=True)]
+    assert read(rows, rows.off, rules) == "odd; and late"
+    assert read(rows, rows.off, rules[:2]) == "odd"
 
 
 def test_rows_outside_care_are_left_out():

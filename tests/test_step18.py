@@ -79,6 +79,13 @@ def test_the_reference_reads_keys_through_the_page_table():
     assert not np.array_equal(lookup[0, :2], [0, 1]) or not np.array_equal(lookup[0, :2], np.sort(lookup[0, :2]))
 
 
+def _pair_rows(offsets, cache_lengths) -> np.ndarray:
+    """[T]: the rows at an odd index in a chunk of 4 rows or more, at a position past 16."""
+    request, position = positions(offsets, cache_lengths)
+    index = np.arange(len(request)) - offsets[request].astype(np.int64)
+    return (index % 2 == 1) & (np.diff(offsets.astype(np.int64))[request] >= 4) & (position > 16)
+
+
 def _uncatalogued(out_of, pool_of=stored):
     def compute(q, k, v, blocks, cl, lookup, offsets, layer):
         after = pool_of(k, v, blocks, cl, lookup, offsets, int(layer[0]))
@@ -100,6 +107,10 @@ def _uncatalogued(out_of, pool_of=stored):
         (np.diff(off.astype(np.int64)) >= 4)[positions(off, cl)[0]][:, None, None],
         attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p, layer=lay),
         causal(q, b, cl, lk, off, lay))), "off exactly on the chunks of 4 new rows or more"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # the second row of each pair in a band, past a tile
+        _pair_rows(off, cl)[:, None, None], attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay,
+                                                   scale=1 / 64), causal(q, b, cl, lk, off, lay))),
+     "off only among the rows at an odd index in their chunk"),
 ])
 def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
     part = judge(INPUTS, _results(compute))
@@ -242,6 +253,40 @@ def test_a_product_rounding_x_its_own_way_is_told_so():
         results[name] = np.stack([_product(cut, q, scales, b).astype(np.float32)] * REPEATS)
     part, _ = judge_products(inputs, results)
     assert part.status == FAIL and "a rounding of x of your own" in _said(part), _said(part)
+
+
+def _x_blocks(x: np.ndarray, divisor: float) -> np.ndarray:
+    """x [M, K] per block of 32 as int8 with the scale max|x| / divisor, wrapping past 127 as a byte does."""
+    M, K = x.shape
+    blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
+    scale = np.abs(blocks).max(-1, keepdims=True) / divisor
+    q = np.round(blocks / np.where(scale > 0, scale, 1)).astype(np.int64)
+    return ((((q + 128) % 256) - 128) * scale).reshape(M, -1)[:, :K]
+
+
+@pytest.mark.parametrize("x_of, words", [
+    (lambda x: _x_blocks(x, 128), "but at 13 of its 768 elements (each its block's largest |x|; every one positive, "
+                                  "the negative ones right), each read as -1 times its value"),
+    (lambda x: np.where(np.arange(x.shape[1]) % 32 == 31, 0, x), "at place 31 of every block of 32"),
+    (lambda x: 2 * x, "x times 2, every element"),
+])
+def test_products_of_an_x_made_otherwise_are_told_by_the_x_solved_from_them(x_of, words):
+    """The x a product multiplied, solved from its outputs where the weights allow (N >= K): which elements
+    differ from x (or its Q8_0 rounding), what they share, by what factor."""
+    inputs = product_arrays()
+    results = {name: np.stack([_product(x_of(inputs[name][0]), *inputs[name][1:]).astype(np.float32)] * REPEATS)
+               for name, *_ in product_cases()}
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and words in _said(part), _said(part)
+
+
+def test_products_off_in_their_weights_or_bias_say_no_x_gives_them():
+    inputs = product_arrays()
+    results = {name: np.stack([_product(x, q, scales, 1.5 * b).astype(np.float32)] * REPEATS)
+               for name, (x, q, scales, b) in inputs.items()}
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and "no x gives your outputs with these weights and this bias" in _said(part), \
+        _said(part)
 
 
 def test_outputs_that_change_between_runs_are_placed():

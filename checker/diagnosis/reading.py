@@ -114,10 +114,11 @@ def _thresholds(features: dict, rule: Above) -> list[tuple[int, np.ndarray]]:
 
 
 def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.ndarray | None = None) -> str | None:
-    """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the tightest bound
-    they stay within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`; the one
-    with the fewest rows), with rows on both sides of `mask` inside it (an Above's: at least three rows in
-    `mask`; fewer show no bound).
+    """What the rows of `mask` are, by the first rule whose rows are exactly them; else by the bounds they stay
+    within (a `within` Rule's rows, or an Above's: every row at or below k outside `mask`), each with rows on
+    both sides of `mask` inside it (an Above's: at least three rows in `mask`; fewer show no bound): the
+    tightest first, then each that narrows what the ones before leave (up to three, joined by "; and ": two
+    unrelated bounds say more together than either alone).
     Rows outside `care` and `mask` are left out (rows no mistake of the kind changes: a query that sees one
     key). None when `mask` is empty or every row, or no rule reads it."""
     keep = np.ones(len(mask), bool) if care is None else (care | mask)
@@ -134,20 +135,24 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
             for k, above in _thresholds(features, rule):
                 if np.array_equal(above, mask):
                     return rule.says.format_map(_Kept(k=k))
-    bounds = []  # (rows inside the bound, its order, what it says): the tightest is said
+    bounds = []  # (rows inside the bound, its order, what it says, its rows)
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
             holds = rule.holds(features)
             if not mask[~holds].any() and (~mask[holds]).any():
-                bounds.append((int(holds.sum()), order, rule.says))
+                bounds.append((int(holds.sum()), order, rule.says, holds))
         elif isinstance(rule, Above) and rule.within is not None and mask.sum() >= 3:
             values = features[rule.feature]
             k = int(values[mask].min()) - 1
             below = values <= k
             if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():
                 bounds.append((int((~below).sum()), order, rule.within.format_map(
-                    _Kept(k=k, off=int(mask.sum()), above=int((~below).sum())))))
-    return min(bounds)[2] if bounds else None
+                    _Kept(k=k, off=int(mask.sum()), above=int((~below).sum()))), ~below))
+    inside, said = np.ones(len(mask), bool), []
+    for _, _, says, holds in sorted(bounds, key=lambda bound: bound[:2]):
+        if len(said) < 3 and (inside & ~holds).any():
+            inside, said = inside & holds, [*said, says]
+    return "; and ".join(said) if said else None
 
 
 def lanes(rows: Rows, says: str) -> str | None:

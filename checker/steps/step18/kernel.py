@@ -3,7 +3,8 @@
     attention_part   paged_flash_attention on kernel_cases (a graph built around each case's own pool:
                      checker.running.paged_graph): the output of every row, and the pool it leaves (the new rows'
                      keys and values at their positions, nothing else touched)
-    products_part    matmul_q8 on product_cases: x [M, K] @ dequantize(q, scales).T + b
+    products_part    matmul_q8 on product_cases: x [M, K] @ dequantize(q, scales).T + b; off outputs read by what
+                     they share, and the x they multiplied solved from them (checker.steps.step18.solved)
 
 A mistake is named when what it computes equals the learner's output and pool on every case; otherwise the
 failing cases are read by what they share (checker.steps.step18.reading).
@@ -34,6 +35,7 @@ from checker.steps.step18.reference import (
     product_cases,
     rounded_product,
 )
+from checker.steps.step18.solved import solved_x
 from runtime.learner import LearnerError
 from runtime.quantize import dequantize, quantize
 
@@ -171,8 +173,10 @@ def product_arrays() -> dict[str, list[np.ndarray]]:
 PRODUCT_RULES = [
     Rule(lambda f: f["m"] >= 4 * (f["M"] // 4), "off exactly on the last M % 4 rows of x: the rows left after the "
          "last whole group of rows (a kernel that takes rows of x in groups)"),
-    Rule(lambda f: f["n"] >= 4 * (f["N"] // 4), "off exactly on the last N % 4 outputs of each row: the rows of q "
-         "left after the last whole group (a kernel that takes rows of q in groups)"),
+    *(Rule(lambda f, g=g: f["n"] >= g * (f["N"] // g), f"{said} N % {g} outputs of each row: the rows of q left "
+           f"after the last whole group of {g} (a kernel that takes rows of q in groups)", within=within)
+      for within, said in ((False, "off exactly on the last"), (True, "off only among the last"))
+      for g in (4, 8, 16, 32, 64)),
     Rule(lambda f: f["M"] > 1, "off exactly on the products of more than one row of x, M = 1 right: which row of x "
          "an output reads (x[m, k] at m * K + k) and where it is written (y[m, n] at m * N + n)"),
     *(Rule(lambda f: f["K"] % 32 != 0, f"{said}: the last block's K % 32 columns (its largest |x|, its own scale, "
@@ -265,8 +269,8 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         held = f", the others equal (to float32's noise) to the product with {way}" + (
             f" or, {'; '.join(plain)}, to float32's" if plain else "")
     first = verdicts[failing[0]]
-    details = [line for line in [read(rows, rows.off, PRODUCT_RULES) or _own_rounding(inputs, results, failing)]
-               if line]
+    details = [line for line in (read(rows, rows.off, PRODUCT_RULES), solved_x(inputs, results, failing)) if line]
+    details = details or [line for line in [_own_rounding(inputs, results, failing)] if line]
     details += [f"{failing[0]}: {first.summary}", *(f"  {d}" for d in first.details),
                 f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
     if len(failing) > 1:

@@ -54,6 +54,12 @@ OFF = [
            "row sees (its causal bound: its own position included), the rescale of each row's l and acc",
            within=within)
       for within in (False, True) for k in (4, 8, 16)),
+    *(Rule(lambda f, odd=odd: (f["index"] % 2 == odd) & ~f["decode"], f"{said} the rows at an {word} index in their "
+           f"chunk ({which} of each pair of a chunk's rows, counted from its first), the others right: what your "
+           "kernel does for one row of two it handles together (its own factor, weights, keys and sums)",
+           within=within)
+      for within, said in ((False, "off exactly on"), (True, "off only among"))
+      for odd, word, which in ((1, "odd", "the second"), (0, "even", "the first"))),
     Rule(lambda f: f["index"] > 0, "off exactly on the rows after the first of each chunk: what differs between a "
          "chunk's rows, their position cache_lengths[b] + (r - input_row_offsets[b]) and the bound of the keys "
          "each sees (its own position)"),

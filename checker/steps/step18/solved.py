@@ -1,0 +1,106 @@
+"""The x a learner's product multiplied, solved from what it computed: where no rule reads its off outputs,
+the mistake may sit in what the kernel made of x (its quantisation, a block, a column), and that is read
+from x itself.
+
+    solved_x(inputs, results, failing)   a line saying which elements of x the kernel multiplied otherwise
+                                         than x (or its Q8_0 rounding, or its bfloat16 one), by what factor,
+                                         and what they share; or that no x gives its outputs with these
+                                         weights and this bias; or None
+
+A product y [M, N] = x' @ w.T + b with w [N, K] of full rank K (N >= K: c_attn, c_fc) gives x' back:
+x'.T = lstsq(w, (y - b).T), to float32's noise times w's condition number (about 4 for these weights).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checker.reporting.compare import ranges
+from checker.steps.step18.reference import bfloat16, int8_blocks
+from runtime.quantize import BLOCK, dequantize
+
+# x as a kernel may round it before multiplying (ROUNDINGS' ways for x), and how far an element of the solved
+# x may be from it and still be that: float32's noise, or one step of the rounding (a rounding of its own).
+ROUNDED = (("x", lambda x: x, lambda x: 1e-4 * _block_max(x)),
+           ("x's Q8_0 rounding", int8_blocks, lambda x: 1.01 * _block_max(x) / 127),
+           ("x's bfloat16 rounding", bfloat16, lambda x: np.abs(x) / 128 + 1e-6 * _block_max(x)))
+
+
+def _block_max(x: np.ndarray) -> np.ndarray:
+    """[M, K]: each element's block's max |x| (blocks of 32 columns)."""
+    M, K = x.shape
+    pad = -K % BLOCK
+    blocks = np.abs(np.pad(x, ((0, 0), (0, pad)))).reshape(M, -1, BLOCK).max(axis=2)
+    return np.repeat(blocks, BLOCK, axis=1)[:, :K]
+
+
+def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
+    """On the first failing product whose w can be solved through (N >= K), what its x was (see the module)."""
+    name = next((n for n in failing if inputs[n][1].shape[0] >= inputs[n][1].shape[1]
+                 and inputs[n][1].shape[0] <= 4096), None)
+    if name is None:
+        return None
+    x, q, scales, b = inputs[name]
+    y = results[name][0].astype(np.float64)
+    if not np.isfinite(y).all():
+        return None
+    w = dequantize(q, scales).astype(np.float64)
+    solved = np.linalg.lstsq(w, (y - b).T, rcond=None)[0].T  # [M, K]
+    residual = np.abs(solved @ w.T + b - y).max() / max(np.abs(y).max(), 1e-30)
+    if residual > 1e-3:
+        return (f"no x gives your outputs with these weights and this bias (solved on {name}: {residual:.1%} of "
+                "the outputs left over): the mistake is not in what x is, but in the weights (q, their scales), "
+                "the bias, or where each output goes")
+    x = x.astype(np.float64)
+    c = float((solved * x).sum() / (x * x).sum())
+    if abs(c - 1) > 1e-2 and (np.abs(solved - c * x) <= abs(c) * ROUNDED[1][2](x)).all():
+        return (f"the x your kernel multiplied, solved from its outputs on {name}: x times {c:.4g}, every element "
+                "(to a rounding): a factor on x (its block's scale: max|x| / 127 multiplies back what x / scale "
+                "divided)")
+    said, off = min(((said, np.abs(solved - rounded(x)) > allowed(x)) for said, rounded, allowed in ROUNDED),
+                    key=lambda found: int(found[1].sum()))
+    if not off.any():
+        return None  # the x multiplied is x (or a rounding of it): the mistake is elsewhere
+    return (f"the x your kernel multiplied, solved from its outputs on {name}: {said} but at {int(off.sum())} of its "
+            f"{off.size} elements ({_where(off, x)}){_factor(solved[off], x[off])}: what your kernel makes of those "
+            "elements of x (their block's scale, their rounding to int8 and its range -128 .. 127, where they are "
+            "read from)")
+
+
+def _where(off: np.ndarray, x: np.ndarray) -> str:
+    """What the off elements of x [M, K] share: their size in their block, their sign, rows, columns."""
+    M, K = x.shape
+    said = []
+    share = np.abs(x) / np.maximum(_block_max(x), 1e-30)  # |x| / its block's max |x|
+    least = share[off].min()
+    large = share >= least
+    if least > 0.9 and (~off & ~large).any():
+        said.append("each its block's largest |x|" if least == 1 else
+                    f"each within {1 - least:.1%} of its block's largest |x|")
+    kind = large if least > 0.9 else np.ones_like(off)  # the elements the off ones are among
+    for sign, word, other in ((x > 0, "positive", "negative"), (x < 0, "negative", "positive")):
+        if not off[~sign].any() and (kind & ~sign & ~off).any():
+            said.append(f"every one {word}, the {other} ones right")
+    rows, columns = np.flatnonzero(off.any(axis=1)), np.flatnonzero(off.any(axis=0))
+    if len(rows) < M:
+        said.append(f"in rows {ranges(rows)} of x (of {M})")
+    places = np.unique(columns % BLOCK)
+    every = np.isin(np.arange(K) % BLOCK, places)  # those places of every block
+    if len(places) < BLOCK and off[rows][:, every].all():
+        said.append(f"at place{'s' * (len(places) > 1)} {ranges(places)} of every block of {BLOCK}")
+    elif len(rows) > 1 and off[rows][:, columns].all() and len(columns) < K:
+        said.append(f"columns {ranges(columns)} (of {K})")
+    elif len(places) < BLOCK and off.sum() >= 2 * len(places):  # a place shared by several: a pattern
+        said.append(f"only at places {ranges(places)} of a block of {BLOCK}")
+    return "; ".join(said) or "no pattern in their size, sign, rows, columns or places in a block"
+
+
+def _factor(solved: np.ndarray, x: np.ndarray) -> str:
+    """', each read as c times its value' when one c fits every off element (1%); ', each read as 0'."""
+    if np.allclose(solved, 0, atol=1e-6 * max(np.abs(x).max(), 1e-30)):
+        return ", each read as 0"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = solved / x
+    if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2):
+        return f", each read as {np.median(c):.3g} times its value"
+    return ""
