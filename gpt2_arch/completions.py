@@ -95,6 +95,7 @@ class Plan:
     stops: list[str] = field(default_factory=list)
     logprobs: int | None = None
     want_ids: bool = False  # the client asked for token ids (return_token_ids) itself
+    usage: bool = False  # a stream's last chunk is its usage (stream_options.include_usage)
 
     @classmethod
     def of(cls, body: dict) -> Plan:
@@ -105,8 +106,10 @@ class Plan:
             prompts = list(prompt or [])
         stop = body.get("stop")
         stops = [s for s in ([stop] if isinstance(stop, str) else stop or []) if isinstance(s, str) and s]
+        options = body.get("stream_options")
         return cls(prompts=prompts, echo=bool(body.get("echo")), drop=body.get("max_tokens") == 0, stops=stops,
-                   logprobs=body.get("logprobs"), want_ids=bool(body.get("return_token_ids")))
+                   logprobs=body.get("logprobs"), want_ids=bool(body.get("return_token_ids")),
+                   usage=isinstance(options, dict) and bool(options.get("include_usage")))
 
     def forwarded(self, body: dict) -> dict:
         """The request as MAX is sent it."""
@@ -121,7 +124,8 @@ class Plan:
         # Stop strings go to MAX in streams only (its text is cut here). MAX 26.7 cancels a request whose
         # text matched one, yet reads on: a chunk the worker had made still comes, marked active, and a
         # whole answer ending on it is a 400 ("has no associated finish_reason"). A stream ends well, and
-        # stops early: a whole answer with stop strings is asked as streams (`whole`).
+        # stops early: a whole answer with stop strings is asked as streams (`whole`). MAX also misses a
+        # match that arrives as it trims its buffer: the middleware then ends MAX's request itself.
         out.pop("stop", None)
         if body.get("stream") and self.stops:
             out["stop"] = self.stops
@@ -145,7 +149,7 @@ def _shared(a: str, b: str) -> int:
     return lo
 
 
-def _cut(text: str, stops: list[str]) -> int | None:
+def stop_at(text: str, stops: list[str]) -> int | None:
     """Where the first stop string starts in `text`, or None."""
     found = [i for i in (text.find(s) for s in stops) if i >= 0]
     return min(found) if found else None
@@ -171,7 +175,7 @@ def finish_choice(choice: dict, plan: Plan, prompt, decode: Decode, key: Key) ->
     if plan.drop:
         text, kept = "", 0
         choice["finish_reason"] = "length"
-    elif plan.stops and (at := _cut(text, plan.stops)) is not None:
+    elif plan.stops and (at := stop_at(text, plan.stops)) is not None:
         kept = sum(start < at for start in starts(ids, decode, text))
         text = text[:at]
         choice["finish_reason"] = "stop"
@@ -214,7 +218,8 @@ class Stream:
     """A streamed answer (one prompt), chunk by chunk, as OpenAI's API gives it.
 
     With stop strings, a chunk is held back while its text could still be the start of one, so that
-    no stop string (nor anything after it) is ever sent."""
+    no stop string (nor anything after it) is ever sent. Once `done`, the answer ends with `ending()`
+    (MAX 26.7 misses some matches and would generate on: the middleware ends MAX's request)."""
 
     def __init__(self, plan: Plan, decode: Decode, key: Key):
         self.plan, self.decode, self.key = plan, decode, key
@@ -226,6 +231,8 @@ class Stream:
         self.keep = max((len(s) for s in plan.stops), default=1) - 1
         self.echoed = 0  # characters of echoed prompt before the generated text
         self.ids: list[int] = []  # the generated tokens so far
+        self.prompt_tokens = 0
+        self.meta: dict = {}  # the answer's id, model, created
 
     def chunk(self, payload: dict) -> list[dict]:
         """What to send for one of MAX's chunks (zero, one or more chunks)."""
@@ -239,6 +246,8 @@ class Stream:
         out = []
         if self.first:
             self.first = False
+            self.prompt_tokens = len(choice.get("prompt_token_ids") or [])
+            self.meta = {k: payload[k] for k in ("id", "object", "created", "model") if k in payload}
             out += self._opening(payload, choice)
         if self.done:
             return out
@@ -256,16 +265,30 @@ class Stream:
             choice.pop("prompt_token_ids", None)
         if not self.plan.stops:
             return out + [payload]
-        at = _cut(self.text, self.plan.stops)
+        at = stop_at(self.text, self.plan.stops)
         if at is None:
             self.held.append(payload)
             return out + self._release(all_=choice.get("finish_reason") is not None)
         self.done = True
-        choice["text"] = text[: max(0, at - (len(self.text) - len(text)))]
         self.held.append(payload)
+        room = at - self.sent  # the characters still to send: the held chunks' text up to the stop string
+        for held in self.held:
+            piece = held["choices"][0].get("text") or ""
+            held["choices"][0]["text"] = piece[:max(0, room)]
+            room -= len(piece)
         out += self._release(all_=True)
         out[-1]["choices"][0]["finish_reason"] = "stop"
         return out
+
+    def ending(self) -> list[dict]:
+        """What a done stream sends last, before [DONE]: its usage, if asked (the kept tokens)."""
+        if not self.plan.usage:
+            return []
+        at = stop_at(self.text, self.plan.stops)
+        kept = 0 if self.plan.drop else len(self.ids) if at is None else sum(
+            start < at for start in starts(self.ids, self.decode, self.text))
+        return [{**self.meta, "choices": [], "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": kept,
+                                                       "total_tokens": self.prompt_tokens + kept}}]
 
     def _opening(self, payload: dict, choice: dict) -> list[dict]:
         """With echo, the prompt (and its tokens' log-probabilities), as a chunk of its own."""

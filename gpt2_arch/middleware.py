@@ -3,8 +3,10 @@ of MAX 26.7's app: each request changed before MAX reads it, each answer before 
 
     a request the semantics refuse        400 with the reason, MAX never sees it
     a list of prompts, a bad token id     400 naming the prompt and the position
-    a streamed request                    MAX's events changed one by one as they pass (`Stream`)
-    a whole request with stop strings     one stream per prompt asked of MAX (it stops at the match),
+    a streamed request                    MAX's events changed one by one as they pass (`Stream`); once
+                                          a stop string is in its text, the answer ends here and MAX
+                                          is told the client has gone (MAX 26.7 misses some matches)
+    a whole request with stop strings     one stream per prompt asked of MAX, each ended as above,
                                           made into the whole answer (`whole`), then finished
     any other whole request               MAX's answer changed at once (`finish`)
 
@@ -21,7 +23,7 @@ import logging
 from contextvars import ContextVar
 from typing import Any
 
-from gpt2_arch.completions import Decode, Key, Plan, Stream, finish, refusal, whole
+from gpt2_arch.completions import Decode, Key, Plan, Stream, finish, refusal, stop_at, whole
 from gpt2_arch.token_keys import token_key
 from gpt2_arch.tokenizer import bad_ids, shown
 
@@ -87,8 +89,9 @@ class Completions:
             return await self._by_streams(scope, receive, send, body, plan, reasons)
         data = json.dumps(plan.forwarded(body)).encode()
         stream = Stream(plan, self.decode, self.key) if body.get("stream") else None
-        return await self.app(_sized(scope, data), _replay(data, receive),
-                              _answer(send, (plan, self.decode, self.key, stream), reasons))
+        ended = asyncio.Event()  # the answer is whole before MAX's is: MAX is told the client has gone
+        return await self.app(_sized(scope, data), _replay(data, receive, ended),
+                              _answer(send, (plan, self.decode, self.key, stream), reasons, ended))
 
     def _bad_prompt(self, body: dict) -> str | None:
         """Of several prompts, the first with a token id past the vocabulary (MAX's tokenizer, which checks
@@ -107,8 +110,8 @@ class Completions:
         at the match; a whole answer of MAX 26.7's cannot, `Plan.forwarded` says why), made whole."""
         async def one(prompt) -> _Kept:
             data = json.dumps(plan.forwarded({**body, "prompt": prompt, "stream": True})).encode()
-            kept = _Kept()
-            await self.app(_sized(scope, data), _replay(data, receive), kept)
+            kept = _Kept(plan.stops)
+            await self.app(_sized(scope, data), _replay(data, receive, kept.ended), kept)
             return kept
 
         answers = await asyncio.gather(*(one(prompt) for prompt in plan.prompts))
@@ -126,17 +129,24 @@ class Completions:
 
 
 class _Kept:
-    """A `send` that keeps an answer (status, headers, body) instead of sending it."""
+    """A `send` that keeps a streamed answer (status, headers, body) instead of sending it, and sets `ended`
+    once its text holds a stop string (MAX 26.7 misses a match its trimmed buffer cut, and generates on)."""
 
-    def __init__(self):
+    def __init__(self, stops: list[str]):
         self.status, self.headers, self.body = 500, None, b""
         self.payloads: list[dict] = []
+        self.stops, self.text, self.ended = stops, "", asyncio.Event()
 
     async def __call__(self, message):
         if message["type"] == "http.response.start":
             self.status, self.headers = message["status"], message.get("headers")
-        elif message["type"] == "http.response.body":
+        elif message["type"] == "http.response.body" and not self.ended.is_set():
             self.body += message.get("body", b"")
+            for event in message.get("body", b"").replace(b"\r\n", b"\n").split(b"\n\n"):
+                if isinstance(payload := _payload(event), dict):
+                    self.text += "".join(c.get("text") or "" for c in payload.get("choices") or [])
+            if self.status == 200 and stop_at(self.text, self.stops) is not None:
+                self.ended.set()
 
 
 def _sized(scope, data: bytes):
@@ -147,17 +157,26 @@ def _sized(scope, data: bytes):
             "state": dict(scope.get("state") or {})}
 
 
-def _replay(data: bytes, receive):
+def _replay(data: bytes, receive, ended: asyncio.Event | None = None):
     """A `receive` that gives `data` as the whole body, then waits on the client (MAX watches for its
-    disconnect while a request runs)."""
+    disconnect while a request runs, and cancels the request on it): a disconnect once `ended` is set."""
     sent = False
 
     async def replayed():
         nonlocal sent
-        if sent:
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": data, "more_body": False}
+        if ended is None:
             return await receive()
-        sent = True
-        return {"type": "http.request", "body": data, "more_body": False}
+        client, end = asyncio.ensure_future(receive()), asyncio.ensure_future(ended.wait())
+        try:
+            await asyncio.wait({client, end}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in (client, end):
+                if not waiting.done():
+                    waiting.cancel()
+        return client.result() if client.done() and not client.cancelled() else {"type": "http.disconnect"}
 
     return replayed
 
@@ -181,16 +200,18 @@ def _with_reasons(body: bytes, reasons: list[str]) -> bytes:
         return body
 
 
-def _answer(send, how, reasons: list[str]):
-    """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event, a
-    whole 200 changed at once, an error with MAX's hidden reason put back in. `how`: (plan, decode, key,
-    stream or None), or None to change nothing but errors."""
+def _answer(send, how, reasons: list[str], ended: asyncio.Event | None = None):
+    """A `send` that hands MAX's answer on as OpenAI's API gives it: a streamed 200 event by event (ended
+    here once the stream is done, `ended` set), a whole 200 changed at once, an error with MAX's hidden
+    reason put back in. `how`: (plan, decode, key, stream or None), or None to change nothing but errors."""
     start: dict[str, Any] = {}
     chunks: list[bytes] = []
     pending = b""
 
     async def wrapped(message):
         nonlocal pending
+        if ended is not None and ended.is_set():
+            return  # the answer was ended here: what MAX still sends goes nowhere
         if message["type"] == "http.response.start":
             start.update(message)
             if message["status"] == 200 and how is not None and how[3] is not None:
@@ -199,10 +220,16 @@ def _answer(send, how, reasons: list[str]):
         if message["type"] != "http.response.body":
             return await send(message)
         if start.get("status") == 200 and how is not None and how[3] is not None:
+            stream = how[3]
             pending += message.get("body", b"")
             events = pending.replace(b"\r\n", b"\n").split(b"\n\n")
             pending = events.pop()
-            out = b"".join(_rewrite(event, how[3]) for event in events)
+            out = b"".join(_rewrite(event, stream) for event in events)
+            if stream.done and ended is not None:  # a stop string, or max_tokens 0: the answer ends here
+                ended.set()
+                out += b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in stream.ending())
+                return await send({"type": "http.response.body", "body": out + b"data: [DONE]\n\n",
+                                   "more_body": False})
             if not message.get("more_body"):
                 out, pending = out + pending, b""
             return await send({**message, "body": out})

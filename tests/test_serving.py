@@ -189,57 +189,80 @@ def test_a_stop_string_ends_the_text_before_it(served):
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and events[-1] == "[DONE]"
 
 
-def test_a_whole_answer_with_stop_strings_is_asked_as_streams_that_stop_early(checkpoint):
-    """MAX 26.7 cannot stop a whole answer at a stop string (it races); the middleware asks it one stream
-    per prompt, stop strings included, and makes the whole answer from them: text cut before the stop,
-    the kept tokens counted, each prompt's choice at its index. A prompt MAX refuses refuses the request,
-    its reason kept. Against a stand-in for MAX's app (no server)."""
+def test_stop_strings_end_the_answer_and_maxs_request_even_where_max_misses_them(checkpoint):
+    """MAX 26.7 cannot stop a whole answer at a stop string (it races), and its streams miss a match that
+    arrives as it trims its buffer, generating on to max_tokens. The middleware asks a whole answer as one
+    stream per prompt, and once a stream's text holds a stop string it ends the answer and tells MAX the
+    client has gone (MAX cancels the request on that): text cut before the stop (also where the stop began
+    in a chunk held back), the kept tokens counted, each prompt's choice at its index; a prompt MAX refuses
+    refuses the request, its reason kept. Against a stand-in for MAX's app that never stops by itself."""
     import asyncio
 
     from gpt2_arch.middleware import Completions
     from gpt2_arch.tokenizer import GPT2Tokenizer
 
     tokenizer = GPT2Tokenizer(str(checkpoint.path), None)
-    words = [tokenizer.delegate(w)["input_ids"] for w in [" one", " two", "\n", " three"]]
-    asked = []
+    words = [tokenizer.delegate(w)["input_ids"] for w in [" one", " tw", "o", "\n"]]
+    more = tokenizer.delegate(" three")["input_ids"]
+    asked, made = [], []  # the requests MAX got; how many chunks it made for each
 
-    async def app(scope, receive, send):  # MAX's app: a stream of four chunks, or a 400 for prompt "bad"
+    async def app(scope, receive, send):  # MAX's app: chunks until the client goes, or a 400 for prompt "bad"
         body = json.loads((await receive())["body"])
         asked.append(body)
         if body["prompt"] == "bad":
             await send({"type": "http.response.start", "status": 400, "headers": []})
             return await send({"type": "http.response.body", "body": _error_body("too long")})
+        gone = asyncio.ensure_future(receive())
         await send({"type": "http.response.start", "status": 200, "headers": []})
-        for i, ids in enumerate(words):
+        for i in range(1000):
+            if gone.done():
+                assert gone.result()["type"] == "http.disconnect"
+                break
+            ids = words[i] if i < len(words) else more
             chunk = {"id": "c", "model": MODEL, "choices": [{"index": 0, "text": tokenizer.delegate.decode(ids),
-                     "token_ids": ids, "prompt_token_ids": [1, 2] if i == 0 else None,
-                     "finish_reason": "stop" if i == len(words) - 1 else None, "logprobs": None}]}
+                     "token_ids": ids, "prompt_token_ids": [1, 2] if i == 0 else None, "finish_reason": None,
+                     "logprobs": None}]}
             await send({"type": "http.response.body", "body": b"data: " + json.dumps(chunk).encode() + b"\n\n",
                         "more_body": True})
+            await asyncio.sleep(0.001)
+        made.append(i)
+        gone.cancel()
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
     def call(body):
         sent = []
 
         async def receive():
-            return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+            if not sent and not asked:
+                return {"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}
+            await asyncio.Event().wait()  # the client stays
 
         async def send(message):
             sent.append(message)
 
+        asked.clear()
+        made.clear()
         scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": []}
         asyncio.run(Completions(app, tokenizer)(scope, receive, send))
-        return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
-    status, answer = call({"prompt": ["a", "b"], "max_tokens": 200, "stop": "\n"})
-    assert status == 200 and [c["text"] for c in answer["choices"]] == [" one two"] * 2, answer
-    kept = 2 * len(words[0] + words[1])  # " one two", in each choice
+    status, raw = call({"prompt": ["a", "b"], "max_tokens": 200, "stop": "wo\n"})
+    answer = json.loads(raw)
+    assert status == 200 and [c["text"] for c in answer["choices"]] == [" one t"] * 2, answer
+    kept = 2 * len(words[0] + words[1])  # " one", " tw" in each choice: the tokens that start before the stop
     assert [c["index"] for c in answer["choices"]] == [0, 1] and answer["usage"]["completion_tokens"] == kept
     assert all(c["finish_reason"] == "stop" and "token_ids" not in c for c in answer["choices"])
-    assert sorted(b["prompt"] for b in asked) == ["a", "b"]
-    assert all(b["stream"] and b["stop"] == ["\n"] for b in asked), asked
-    status, answer = call({"prompt": ["a", "bad"], "max_tokens": 2, "stop": "\n"})
-    assert status == 400 and answer["error"]["message"] == "too long", answer
+    assert sorted(b["prompt"] for b in asked) == ["a", "b"] and all(b["stream"] and b["stop"] == ["wo\n"]
+                                                                    for b in asked), asked
+    assert max(made) < 10, f"MAX made {made} chunks: never told to stop"
+    status, raw = call({"prompt": "a", "max_tokens": 200, "stop": "wo\n", "stream": True,
+                        "stream_options": {"include_usage": True}})
+    events = [line[5:].strip() for line in raw.decode().split("\n") if line.startswith("data:")]
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"]) == " one t" and events[-1] == "[DONE]"
+    assert chunks[-1]["usage"]["completion_tokens"] == kept // 2 and max(made) < 10, (chunks, made)
+    status, raw = call({"prompt": ["a", "bad"], "max_tokens": 2, "stop": "\n"})
+    assert status == 400 and json.loads(raw)["error"]["message"] == "too long", raw
 
 
 def _error_body(text: str) -> bytes:
