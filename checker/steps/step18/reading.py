@@ -45,15 +45,15 @@ OFF = [
     Rule(lambda f: ~f["decode"], "off exactly on the rows of chunks (requests with more than one new row), every "
          "decode row right: a chunk's rows after its first (their positions, the keys of the same chunk they see, "
          "the causal bound within it)"),
-    *(Rule(lambda f, k=k: f["rows"] < k, f"off exactly on the requests of fewer than {k} new rows (decode rows "
+    *(Rule(lambda f, k=k: f["rows"] < k, f"off {said} the requests of fewer than {k} new rows (decode rows "
            f"included), every request of {k} or more right: the way your kernel takes for few rows (a row at a "
            "time, not a band of them): its scale, its keys and values, its causal bound", within=within)
-      for within in (False, True) for k in (4, 8, 16)),
-    *(Rule(lambda f, k=k: f["rows"] >= k, f"off exactly on the chunks of {k} new rows or more, every smaller "
+      for within, said in ((False, "exactly on"), (True, "only among")) for k in (4, 8, 16)),
+    *(Rule(lambda f, k=k: f["rows"] >= k, f"off {said} the chunks of {k} new rows or more, every smaller "
            f"request and every decode right: the way your kernel takes for a band of a chunk's rows: the keys each "
            "row sees (its causal bound: its own position included), the rescale of each row's l and acc",
            within=within)
-      for within in (False, True) for k in (4, 8, 16)),
+      for within, said in ((False, "exactly on"), (True, "only among")) for k in (4, 8, 16)),
     *(Rule(lambda f, odd=odd: (f["index"] % 2 == odd) & ~f["decode"], f"{said} the rows at an {word} index in their "
            f"chunk ({which} of each pair of a chunk's rows, counted from its first), the others right: what your "
            "kernel does for one row of two it handles together (its own factor, weights, keys and sums)",
