@@ -106,8 +106,8 @@ class Completions:
         return None
 
     async def _by_streams(self, scope, receive, send, body: dict, plan: Plan, reasons: list[str]):
-        """A whole answer with stop strings: one stream per prompt asked of MAX, all at once (a stream stops
-        at the match; a whole answer of MAX 26.7's cannot, `Plan.forwarded` says why), made whole."""
+        """A whole answer with stop strings: one stream per prompt asked of MAX, all at once, each ended at its
+        stop string (`_Kept`; a whole answer of MAX 26.7's cannot be, `Plan.forwarded` says why), made whole."""
         async def one(prompt) -> _Kept:
             data = json.dumps(plan.forwarded({**body, "prompt": prompt, "stream": True})).encode()
             kept = _Kept(plan.stops)
@@ -119,9 +119,9 @@ class Completions:
             events = [_payload(event) for event in answer.body.replace(b"\r\n", b"\n").split(b"\n\n")]
             error = next((e["error"] for e in events if isinstance(e, dict) and isinstance(e.get("error"), dict)),
                          None)
-            if answer.status != 200 or error is not None:
-                if answer.status != 200:
-                    return await _send(send, answer.status, _with_reasons(answer.body, reasons), answer.headers)
+            if answer.status != 200:
+                return await _send(send, answer.status, _with_reasons(answer.body, reasons), answer.headers)
+            if error is not None:  # an error event after the stream began
                 return await _send(send, 400, _with_reasons(_error(str(error.get("message"))), reasons))
             answer.payloads = [e for e in events if isinstance(e, dict) and "choices" in e]
         made = finish(whole([answer.payloads for answer in answers]), plan, self.decode, self.key)
