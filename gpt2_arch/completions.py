@@ -335,11 +335,9 @@ class Stream:
         return out
 
 
-
-
 def whole(streams: list[list[dict]]) -> dict:
     """The whole answer MAX gives, made from one stream's payloads per prompt (in the prompts' order): a
-    whole answer with stop strings is asked of MAX as streams, which stop at the match (`Plan.forwarded`)."""
+    whole answer with stop strings is asked of MAX as streams, each ended at its match (`Plan.forwarded`)."""
     choices, first = [], {}
     for index, payloads in enumerate(streams):
         made: dict = {"index": index, "text": "", "token_ids": [], "prompt_token_ids": [], "logprobs": None,

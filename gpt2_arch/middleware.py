@@ -25,7 +25,7 @@ from typing import Any
 
 from gpt2_arch.completions import Decode, Key, Plan, Stream, finish, refusal, stop_at, whole
 from gpt2_arch.token_keys import token_key
-from gpt2_arch.tokenizer import bad_ids, shown
+from gpt2_arch.tokenizer import ids_refused
 
 
 def _error(message: str) -> bytes:
@@ -100,9 +100,8 @@ class Completions:
         if not (isinstance(prompts, list) and len(prompts) > 1 and all(isinstance(p, (str, list)) for p in prompts)):
             return None
         for number, prompt in enumerate(prompts):
-            if isinstance(prompt, list) and (bad := bad_ids(prompt, self.vocab)):
-                return (f"prompt {number} of {len(prompts)} (counted from 0): token ids must be integers in "
-                        f"[0, {self.vocab}) (GPT-2's vocabulary): got {shown(bad)}")
+            if isinstance(prompt, list) and (refused := ids_refused("token ids", prompt, self.vocab)):
+                return f"prompt {number} of {len(prompts)} (counted from 0): {refused}"
         return None
 
     async def _by_streams(self, scope, receive, send, body: dict, plan: Plan, reasons: list[str]):
@@ -116,21 +115,20 @@ class Completions:
 
         answers = await asyncio.gather(*(one(prompt) for prompt in plan.prompts))
         for answer in answers:
-            events = [_payload(event) for event in answer.body.replace(b"\r\n", b"\n").split(b"\n\n")]
-            error = next((e["error"] for e in events if isinstance(e, dict) and isinstance(e.get("error"), dict)),
-                         None)
+            error = next((p["error"] for p in answer.payloads if isinstance(p.get("error"), dict)), None)
             if answer.status != 200:
                 return await _send(send, answer.status, _with_reasons(answer.body, reasons), answer.headers)
             if error is not None:  # an error event after the stream began
                 return await _send(send, 400, _with_reasons(_error(str(error.get("message"))), reasons))
-            answer.payloads = [e for e in events if isinstance(e, dict) and "choices" in e]
-        made = finish(whole([answer.payloads for answer in answers]), plan, self.decode, self.key)
+        made = finish(whole([[p for p in a.payloads if "choices" in p] for a in answers]), plan, self.decode,
+                      self.key)
         return await _send(send, 200, json.dumps(made).encode())
 
 
 class _Kept:
-    """A `send` that keeps a streamed answer (status, headers, body) instead of sending it, and sets `ended`
-    once its text holds a stop string (MAX 26.7 misses a match its trimmed buffer cut, and generates on)."""
+    """A `send` that keeps a streamed answer (status, headers, body, its events' JSON payloads) instead of
+    sending it, and sets `ended` once its text holds a stop string (MAX 26.7 misses a match its trimmed
+    buffer cut, and generates on)."""
 
     def __init__(self, stops: list[str]):
         self.status, self.headers, self.body = 500, None, b""
@@ -144,6 +142,7 @@ class _Kept:
             self.body += message.get("body", b"")
             for event in message.get("body", b"").replace(b"\r\n", b"\n").split(b"\n\n"):
                 if isinstance(payload := _payload(event), dict):
+                    self.payloads.append(payload)
                     self.text += "".join(c.get("text") or "" for c in payload.get("choices") or [])
             if self.status == 200 and stop_at(self.text, self.stops) is not None:
                 self.ended.set()

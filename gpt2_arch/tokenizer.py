@@ -53,9 +53,13 @@ def bad_ids(ids, limit: int) -> list[tuple[int, object]]:
     return [(i, t) for i, t in enumerate(ids) if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < limit]
 
 
-def shown(bad: list[tuple[int, object]]) -> str:
+def ids_refused(name: str, ids, vocab: int) -> str | None:
+    """Why `ids` (the request's `name`) cannot be run, naming the first bad ones and their positions; or None."""
+    if not (bad := bad_ids(list(ids), vocab)):
+        return None
     listed = ", ".join(f"{v!r} at position {i}" for i, v in bad[:3])
-    return listed + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+    return (f"{name} must be integers in [0, {vocab}) (GPT-2's vocabulary): got {listed}"
+            + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""))
 
 
 class GPT2Tokenizer(TextTokenizer):
@@ -77,12 +81,10 @@ class GPT2Tokenizer(TextTokenizer):
     async def new_context(self, request):
         prompt = request.prompt
         if prompt is not None and not isinstance(prompt, str):
-            if bad := bad_ids(list(prompt), self.vocab):
-                raise InputError(f"prompt token ids must be integers in [0, {self.vocab}) (GPT-2's vocabulary): "
-                                 f"got {shown(bad)}")
-        stops = request.sampling_params.stop_token_ids or []
-        if bad := bad_ids(list(stops), self.vocab):
-            raise InputError(f"stop_token_ids must be integers in [0, {self.vocab}): got {shown(bad)}")
+            if refused := ids_refused("prompt token ids", prompt, self.vocab):
+                raise InputError(refused)
+        if refused := ids_refused("stop_token_ids", request.sampling_params.stop_token_ids or [], self.vocab):
+            raise InputError(refused)
         if request.echo and request.logprobs and not self.echo_enabled:
             raise InputError("echo with logprobs needs every prompt row's logits: start the server with "
                              "--enable-echo (pixi run serve does)")

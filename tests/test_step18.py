@@ -240,6 +240,16 @@ def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(of
     assert part.status == FAIL and words in _said(part), _said(part)
 
 
+def _x_blocks(x: np.ndarray, divisor: float, to_int=np.round) -> np.ndarray:
+    """x [M, K] per block of 32 as int8 with the scale max|x| / divisor, x / scale made whole by `to_int`,
+    wrapping past 127 as a byte does."""
+    M, K = x.shape
+    blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
+    scale = np.abs(blocks).max(-1, keepdims=True) / divisor
+    q = to_int(blocks / np.where(scale > 0, scale, 1)).astype(np.int64)
+    return ((((q + 128) % 256) - 128) * scale).reshape(M, -1)[:, :K]
+
+
 def test_a_product_rounding_x_its_own_way_is_told_so():
     """x cut toward 0 instead of rounded to the nearest, per block of 32 as Q8_0: equal to no rounding the
     check knows, off on every product by about what a rounding moves it: said, with Q8_0's rule."""
@@ -247,21 +257,9 @@ def test_a_product_rounding_x_its_own_way_is_told_so():
     results = {}
     for name, M, K, N in product_cases():
         x, q, scales, b = inputs[name]
-        blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
-        scale = np.abs(blocks).max(-1, keepdims=True) / 127
-        cut = (np.trunc(blocks / np.where(scale > 0, scale, 1)) * scale).reshape(M, -1)[:, :K]
-        results[name] = np.stack([_product(cut, q, scales, b).astype(np.float32)] * REPEATS)
+        results[name] = np.stack([_product(_x_blocks(x, 127, np.trunc), q, scales, b).astype(np.float32)] * REPEATS)
     part, _ = judge_products(inputs, results)
     assert part.status == FAIL and "a rounding of x of your own" in _said(part), _said(part)
-
-
-def _x_blocks(x: np.ndarray, divisor: float) -> np.ndarray:
-    """x [M, K] per block of 32 as int8 with the scale max|x| / divisor, wrapping past 127 as a byte does."""
-    M, K = x.shape
-    blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
-    scale = np.abs(blocks).max(-1, keepdims=True) / divisor
-    q = np.round(blocks / np.where(scale > 0, scale, 1)).astype(np.int64)
-    return ((((q + 128) % 256) - 128) * scale).reshape(M, -1)[:, :K]
 
 
 @pytest.mark.parametrize("x_of, words", [
