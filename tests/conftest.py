@@ -10,6 +10,7 @@ both, and the catalogued mistakes, held-out mistakes and styles on each in turn
 import contextlib
 import fcntl
 import gc
+import json
 import os
 import re
 import shutil
@@ -71,6 +72,9 @@ _STEP_ID = re.compile(r"^(?:step_?)?(\d\d)(?!\d)")
 _STEP_TEST = re.compile(r"^test_(?:step_?)?(\d\d)_")
 
 
+SERVED = "served"  # the xdist_group of every test that starts a server (one worker runs them: memory)
+
+
 def tier(item) -> str:
     """"default", "slow" or "heavy": by its file, its marker, or its step (its parameters' first field, or its
     name: test_12_..., test_step14_...)."""
@@ -87,8 +91,13 @@ def tier(item) -> str:
 
 def pytest_addoption(parser):
     parser.addoption("--share", metavar="K/N", type=_share, default=None,
-                     help="run share K of N (0 <= K < N) of the selected tests, dealt out in turn in their collected "
-                          "order; CI runs a share of the slow and heavy tiers a commit (.ci/run)")
+                     help="run share K of N (0 <= K < N) of the selected tests, the N of about the same time by "
+                          "tests/durations.json; CI runs a share of the slow and heavy tiers a commit (.ci/run)")
+    parser.addini("share_durations", default="tests/durations.json",
+                  help="the JSON file of each test's seconds --share deals by, from the rootdir")
+    parser.addoption("--record-durations", metavar="PATH", type=Path, default=None,
+                     help="add each test's seconds (set-up, call and tear-down) to the JSON file PATH, which "
+                          "--share deals by (tests/durations.json)")
 
 
 def _share(text: str) -> tuple[int, int]:
@@ -108,22 +117,106 @@ def pytest_configure(config):
     build_once()
     if config.getoption("share"):
         config.pluginmanager.register(_Share(*config.getoption("share")), "share")
+    if config.getoption("record_durations"):
+        config.pluginmanager.register(_Durations(config.getoption("record_durations")), "record-durations")
 
 
 class _Share:
-    """--share K/N: after -m has selected (trylast: after pytest's own deselection), every N-th test from the
-    K-th. The N shares partition the selection, each of about the same cost: neighbours (one test's
-    parameters, a step's cases) go to different shares."""
+    """--share K/N: after -m has selected (trylast: after pytest's own deselection), the K-th of N shares of
+    about the same time. What goes to a share whole is a unit (`_unit`: the tests that share a module's fixture
+    or an xdist_group, else one test); a unit weighs its tests' seconds (`_weight`) in the `share_durations`
+    file (tests/durations.json, written by --record-durations), a test not in it the median of its file's. The
+    heaviest unit goes first, each to the share with the fewest seconds so far (ties: the lowest K); with no
+    seconds known, each test weighs 1."""
 
     def __init__(self, k: int, n: int):
         self.k, self.n = k, n
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
-        left = [item for i, item in enumerate(items) if i % self.n != self.k]
+        known = _known_seconds(config)
+        seconds = _estimates([_test_key(item.nodeid) for item in items], known)
+        units: dict[str, list[int]] = defaultdict(list)  # in their first test's order
+        for i, item in enumerate(items):
+            units[_unit(item)].append(i)
+        weights = {unit: _weight([seconds[i] for i in tests]) for unit, tests in units.items()}
+        loads, share = [0.0] * self.n, {}
+        for unit in sorted(units, key=lambda unit: -weights[unit]):
+            k = min(range(self.n), key=lambda k: loads[k])
+            loads[k] += weights[unit]
+            share.update(dict.fromkeys(units[unit], k))
+        left = [item for i, item in enumerate(items) if share[i] != self.k]
         if left:
             config.hook.pytest_deselected(items=left)
-        items[:] = [item for i, item in enumerate(items) if i % self.n == self.k]
+        items[:] = [item for i, item in enumerate(items) if share[i] == self.k]
+        self.told = (f"~{loads[self.k] / 60:.0f} min of tests by {config.getini('share_durations')}" if known
+                     else f"every {self.n}-th test: no {config.getini('share_durations')}")
+
+    def pytest_report_collectionfinish(self, config):  # where this process collected (not xdist's controller)
+        return f"share {self.k}/{self.n}: {self.told}"
+
+
+def _weight(seconds: list[float]) -> float:
+    """A unit's seconds: what its fixture costs is paid once, by its first test, and each run of the file
+    measured it on another test: the heaviest test's seconds, then the lightest's for each of the others."""
+    return max(seconds) + (len(seconds) - 1) * min(seconds)
+
+
+def _unit(item) -> str:
+    """The tests a share takes together: those that share a fixture of their module (made once a module in a
+    process: split between shares, each would make it), then those of one xdist_group (a step's solution on
+    both stand-ins, where the second reuses the first's compiles; SERVED is for memory, not shared work),
+    else the test alone."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()):
+        return str(item.path)
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")} - {SERVED})
+    return "group " + "_".join(groups) if groups else item.nodeid
+
+
+def _known_seconds(config) -> dict[str, float]:
+    path = config.rootpath / config.getini("share_durations")
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _estimates(keys: list[str], known: dict[str, float]) -> list[float]:
+    """Each test's seconds: as measured, else the median of its file's measured tests, else of all, else 1."""
+    import statistics
+
+    by_file = defaultdict(list)
+    for key, value in known.items():
+        by_file[_file(key)].append(value)
+    medians = {file: statistics.median(values) for file, values in by_file.items()}
+    overall = statistics.median(known.values()) if known else 1.0
+    return [known.get(key, medians.get(_file(key), overall)) for key in keys]
+
+
+def _file(key: str) -> str:
+    return key.split("::", 1)[0]
+
+
+class _Durations:
+    """--record-durations PATH: each test's seconds, merged into PATH at the end (under xdist, the controller
+    sees every worker's reports)."""
+
+    def __init__(self, path: Path):
+        self.path, self.seconds = path, defaultdict(float)
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[_test_key(report.nodeid)] += report.duration
+
+    def pytest_sessionfinish(self, session):
+        if not self.seconds or hasattr(session.config, "workerinput"):
+            return
+        known = json.loads(self.path.read_text()) if self.path.exists() else {}
+        known.update({key: round(value, 1) for key, value in self.seconds.items()})
+        self.path.write_text(json.dumps(dict(sorted(known.items())), indent=0) + "\n")
+
+
+def _test_key(nodeid: str) -> str:
+    """A test's id without the xdist group _group adds ("...::test_x[a]@served" -> "...::test_x[a]")."""
+    return nodeid.split("@", 1)[0]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -131,7 +224,7 @@ def pytest_collection_modifyitems(config, items):
         if (which := tier(item)) != "default":
             item.add_marker(getattr(pytest.mark, which))
         if "server_slot" in item.fixturenames:  # every test that starts a server on one worker: none waits idle
-            item.add_marker(pytest.mark.xdist_group("served"))  # for the slot while the other holds it
+            item.add_marker(pytest.mark.xdist_group(SERVED))  # for the slot while the other holds it
     _group(config, items)
 
 

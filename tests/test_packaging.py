@@ -2,6 +2,7 @@
 task is a plain command that runs unchanged in the pip venv."""
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -180,17 +181,21 @@ def test_ci_runs_the_readme_test_commands():
 
 
 def test_shares_partition_a_selection(tmp_path):
-    """--share K/N: the N shares of a selection are disjoint and together the whole of it."""
+    """--share K/N: the N shares of a selection are disjoint and together the whole of it, each of about the
+    same seconds by the durations file --record-durations writes."""
     (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_addoption, pytest_configure  # noqa\n")
     (tmp_path / "test_a.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('i', range(7))\n"
                                         "def test_a(i):\n    pass\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
 
-    def collect(*args):
-        return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                "-c", str(tmp_path / "pytest.ini"), *args, str(tmp_path)],
                               capture_output=True, text=True, cwd=REPO,
                               env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+
+    def collect(*args):
+        return run("--collect-only", *args)
 
     def ids(*args):
         done = collect(*args)
@@ -203,6 +208,19 @@ def test_shares_partition_a_selection(tmp_path):
     assert [len(s) for s in shares] == [3, 2, 2], shares
     bad = collect("--share", "3/3")
     assert bad.returncode != 0 and "K/N with 0 <= K < N" in bad.stderr, bad.stdout + bad.stderr
+
+    # with seconds known, the shares are of about the same time: the two long tests alone, the short ones
+    # together; test_a[6], not measured, counts as its file's median
+    seconds = {f"test_a.py::test_a[{i}]": 10.0 if i == 0 else 9.0 if i == 1 else 1.0 for i in range(6)}
+    (tmp_path / "durations.json").write_text(json.dumps(seconds))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nshare_durations = durations.json\n")
+    shares = [ids("--share", f"{k}/3") for k in range(3)]
+    assert shares == [["test_a[0]"], ["test_a[1]"], [f"test_a[{i}]" for i in range(2, 7)]], shares
+
+    # --record-durations adds the seconds of the tests it ran to what the file holds
+    ran = run("--record-durations", str(tmp_path / "durations.json"), "-k", "test_a and 6").stdout
+    recorded = json.loads((tmp_path / "durations.json").read_text())
+    assert recorded.keys() == {*seconds, "test_a.py::test_a[6]"} and recorded["test_a.py::test_a[0]"] == 10, ran
 
 
 @pytest.mark.slow  # two processes building MAX's modules: ~30 s

@@ -30,9 +30,9 @@ import pytest
 from runtime.guard import GRACE
 from runtime.paths import REPO
 from runtime.server import MODEL, Server
-from tests.conftest import one_server
+from tests.conftest import SERVED, one_server
 
-pytestmark = pytest.mark.xdist_group("served")  # slow: tests/conftest.py (SLOW_FILES)
+pytestmark = pytest.mark.xdist_group(SERVED)  # slow: tests/conftest.py (SLOW_FILES)
 
 SOLUTION = REPO / "solutions" / "solution_14.py"
 PROMPT = "Hello world, this is"
