@@ -61,7 +61,7 @@ def alternating(cases: list[tuple], step_of=lambda case: case[0]) -> list[tuple]
 # `python -m pytest -m heavy` runs the rest (each up to ~100 s, 17 min in all on 2 cores): the uncatalogued
 # mistakes and other styles of steps 13-16, the kernels' messages and the solutions of steps 15-16, step 16's
 # Mojo mistakes after its first, whole-model compile-only faults, the online book's layouts, the head
-# ablation, the serving bench. CI (.ci/run) runs the default tier and a 24th of the other two (--share).
+# ablation, the serving bench. CI (.ci/run) runs the default tier and a 32nd of the other two (--share).
 SLOW_FROM_STEP = 9
 HEAVY_FROM_STEP = 13
 SLOW_FILES = {"test_bench.py", "test_gpt2.py", "test_package_imports.py", "test_serving.py", "test_step14.py",
@@ -105,7 +105,7 @@ def _share(text: str) -> tuple[int, int]:
 
     k, _, n = text.partition("/")
     if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
-        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/24")
+        raise argparse.ArgumentTypeError(f"--share {text}: K/N with 0 <= K < N, e.g. 0/32")
     return int(k), int(n)
 
 
@@ -125,7 +125,7 @@ class _Share:
     """--share K/N: after -m has selected (trylast: after pytest's own deselection), the K-th of N shares of
     about the same time. What goes to a share whole is a unit (`_unit`: the tests that share a module's fixture
     or an xdist_group, else one test); a unit weighs its tests' seconds (`_weight`) in the `share_durations`
-    file (tests/durations.json, written by --record-durations), a test not in it the median of its file's. The
+    file (tests/durations.json, written by --record-durations), a test not in it the mean of its file's. The
     heaviest unit goes first, each to the share with the fewest seconds so far (ties: the lowest K); with no
     seconds known, each test weighs 1."""
 
@@ -181,15 +181,17 @@ def _known_seconds(config) -> dict[str, float]:
 
 
 def _estimates(keys: list[str], known: dict[str, float]) -> list[float]:
-    """Each test's seconds: as measured, else the median of its file's measured tests, else of all, else 1."""
+    """Each test's seconds: as measured, else the mean of its file's measured tests, else of all, else 1. The
+    mean, not the median: a file's seconds are a few first compiles and many short tests, and the median, the
+    short ones', put a share at half the time it took (tests/durations.json's first 111 tests)."""
     import statistics
 
     by_file = defaultdict(list)
     for key, value in known.items():
         by_file[_file(key)].append(value)
-    medians = {file: statistics.median(values) for file, values in by_file.items()}
-    overall = statistics.median(known.values()) if known else 1.0
-    return [known.get(key, medians.get(_file(key), overall)) for key in keys]
+    means = {file: statistics.fmean(values) for file, values in by_file.items()}
+    overall = statistics.fmean(known.values()) if known else 1.0
+    return [known.get(key, means.get(_file(key), overall)) for key in keys]
 
 
 def _file(key: str) -> str:

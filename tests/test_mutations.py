@@ -23,6 +23,7 @@ from tests.conftest import STANDINS, assert_passes_with_margin, mutate, solution
 CHECKS = {"03": step03, "04": step04, "05": step05, "06": step06, "08": step08, "09": step09, "10": step10,
           "11": step11, "12": step12, "13": step13}
 
+@pytest.mark.slow  # step 11's check, which checks steps 02-10 first: 250 s of a cold default tier
 def test_loader_that_drops_a_weight_says_which(checkpoint, write_step):
     """A buffer filter that also matches c_attn.bias: the missing weight is named."""
     source = mutate(solution_source("11"), 'if name.endswith((".attn.bias", ".attn.masked_bias"))',

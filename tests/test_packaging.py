@@ -210,7 +210,7 @@ def test_shares_partition_a_selection(tmp_path):
     assert bad.returncode != 0 and "K/N with 0 <= K < N" in bad.stderr, bad.stdout + bad.stderr
 
     # with seconds known, the shares are of about the same time: the two long tests alone, the short ones
-    # together; test_a[6], not measured, counts as its file's median
+    # together; test_a[6], not measured, counts as its file's mean
     seconds = {f"test_a.py::test_a[{i}]": 10.0 if i == 0 else 9.0 if i == 1 else 1.0 for i in range(6)}
     (tmp_path / "durations.json").write_text(json.dumps(seconds))
     (tmp_path / "pytest.ini").write_text("[pytest]\nshare_durations = durations.json\n")
