@@ -182,8 +182,8 @@ def _known_seconds(config) -> dict[str, float]:
 
 def _estimates(keys: list[str], known: dict[str, float]) -> list[float]:
     """Each test's seconds: as measured, else the mean of its file's measured tests, else of all, else 1. The
-    mean, not the median: a file's seconds are a few first compiles and many short tests, and the median, the
-    short ones', put a share at half the time it took (tests/durations.json's first 111 tests)."""
+    mean, not the median: a file's seconds are a few first compiles and many short tests, and the median
+    weighs only the short ones, putting a share at about half its time."""
     import statistics
 
     by_file = defaultdict(list)
