@@ -10,19 +10,27 @@
     prefill_then_decode(prefill, decode)    one callable: the prompt through one graph, each step the other
 
 Every size a model is asked at is a symbolic dimension (BATCH, SEQ, PAST), so one graph serves every
-prompt; MAX caches graphs on disk, so an unchanged one loads in seconds.
+prompt; MAX caches graphs on disk, so an unchanged one loads in seconds. A graph is compiled by one
+process at a time (`OneAtATime`): a second process asking for the same graph meanwhile (a check and a
+`watch`, the test suite's two workers) waits for the first, then loads it from that cache, instead of
+compiling it again beside it at half the speed.
 MAX is imported inside the functions: importing it takes seconds, and a command that fails early need not.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import sys
+import threading
 import time
+from functools import cache
 
 import numpy as np
 
 from runtime.checkpoints import Checkpoint
 from runtime.loading import stored_tensors
+from runtime.paths import CACHE
 
 # Symbolic dimension names, by the meaning of an axis.
 BATCH, HEADS, SEQ, PAST = "batch", "heads", "seq", "past"
@@ -65,6 +73,55 @@ class Compiled:
         return getattr(self.compiled, name)
 
 
+COMPILING = CACHE / "compiling"  # a lock file per graph being compiled, named by the graph's text
+
+
+class OneAtATime:
+    """MAX's session, but a graph is compiled holding a lock named by a hash of its text (the graph refers to
+    its weights by name, so the same code on the same shapes is the same text), and a process that finds
+    the lock held says so and waits: then MAX finds the graph in its cache."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def compile_reusing_mefs(self, graph, **kwargs):
+        name = hashlib.sha256(str(graph).encode()).hexdigest()[:16]
+        try:
+            COMPILING.mkdir(parents=True, exist_ok=True)
+            lock = open(COMPILING / f"{name}.lock", "w")
+        except OSError:  # a read-only clone: compiled unlocked
+            return self.session.compile_reusing_mefs(graph, **kwargs)
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                _wait(lock)
+            return self.session.compile_reusing_mefs(graph, **kwargs)  # the lock is held until the file closes
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+def _wait(lock) -> None:
+    notice = threading.Timer(3.0, lambda: print(
+        "(another process is compiling this same graph: waiting for it, then loading it from MAX's cache)",
+        file=sys.stderr, flush=True))
+    notice.start()
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the other's file closes, or its process ends
+    finally:
+        notice.cancel()
+
+
+@cache
+def session() -> OneAtATime:
+    """The session every graph of this process is compiled in: one, on the CPU."""
+    from max.driver import CPU
+    from max.engine import InferenceSession
+
+    return OneAtATime(InferenceSession(devices=[CPU()]))
+
+
 def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]) -> Compiled:
     """`module.compile` for inputs given as (example array, axis names); None in names keeps a size."""
     from max.driver import CPU
@@ -72,7 +129,7 @@ def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]) -> Compiled:
     from max.graph import TensorType
 
     types = [TensorType(DType.from_numpy(a.dtype), _dims(a, names), device=CPU()) for a, names in inputs]
-    return Compiled(module.compile(*types))
+    return Compiled(module.compile(*types, session=session()))
 
 
 def run_compiled(compiled, arrays: list[np.ndarray]) -> list[np.ndarray]:

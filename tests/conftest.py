@@ -167,8 +167,7 @@ def _unit(item) -> str:
     process: split between shares, each would make it), then those of one xdist_group (a step's solution on
     both stand-ins, where the second reuses the first's compiles; SERVED is for memory, not shared work),
     else the test alone."""
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()):
+    if _uses_module_fixture(item):
         return str(item.path)
     groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                      for m in item.iter_markers("xdist_group")} - {SERVED})
@@ -227,7 +226,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, which))
         if "server_slot" in item.fixturenames:  # every test that starts a server on one worker: none waits idle
             item.add_marker(pytest.mark.xdist_group(SERVED))  # for the slot while the other holds it
+        elif _uses_module_fixture(item) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))  # its module's fixture made once a run
     _group(config, items)
+
+
+def _uses_module_fixture(item) -> bool:
+    """Whether the test uses a fixture made once a module in a process (a book built, a graph compiled): its
+    module's tests go to one worker, which makes it once, not each worker beside the other."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    return bool(fixtures) and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values())
 
 
 def _group(config, items) -> None:

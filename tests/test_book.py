@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from functools import cache
 
 import pytest
 
@@ -25,12 +26,19 @@ def _build(config, site):
                           env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(site)})
 
 
-def test_book_builds_strict(tmp_path):
-    done = _build(BOOK / "mkdocs.yml", tmp_path / "site")
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The book built in strict mode, once for the tests that read it (~20 s a build)."""
+    site = tmp_path_factory.mktemp("book") / "site"
+    done = _build(BOOK / "mkdocs.yml", site)
     assert done.returncode == 0, done.stderr
-    page = (tmp_path / "site" / "steps" / "07" / "index.html").read_text()
+    return site
+
+
+def test_book_builds_strict(site):
+    page = (site / "steps" / "07" / "index.html").read_text()
     assert "_split_heads" in page and "steps/step_07.py</code> line" in page  # solution and TODOs included
-    assert (tmp_path / "site" / "img" / "generated" / "attention-shapes.svg").exists()
+    assert (site / "img" / "generated" / "attention-shapes.svg").exists()
 
 
 @pytest.mark.slow  # a whole book built to fail: ~12 s
@@ -56,19 +64,19 @@ def test_every_step_has_a_page_that_teaches_it():
         assert "## Why" in text and "## Pitfalls" in text and text.count('??? question "') >= 2
 
 
-def test_worked_examples_are_computed_when_the_book_builds(tmp_path):
+def test_worked_examples_are_computed_when_the_book_builds(site):
     """The numbers on the page are what book/examples.py computes now (no example is typed in)."""
     from book.examples import attention_example, example
 
-    assert _build(BOOK / "mkdocs.yml", tmp_path / "site").returncode == 0
-    page = (tmp_path / "site" / "steps" / "07" / "index.html").read_text()
+    page = (site / "steps" / "07" / "index.html").read_text()
     weights = attention_example()["weights"]
     assert f"{weights[2, 1]:.2f}" in page and f"{weights[3, 1]:.2f}" in page
     for n in range(1, 14):
         assert example(f"{n:02d}").count("```text") >= 1
 
 
-def _defined(online_book: bool = False) -> set[str]:
+@cache  # read once for every page
+def _defined(online_book: bool = False) -> frozenset[str]:
     """Every class, function, method and class field in the solutions, steps, checker, runtime, explore and gpt2;
     with `online_book`, also in the online book's files as tests/book and tests/book_feb hold them (the
     page that compares the two names the book's)."""
@@ -83,10 +91,11 @@ def _defined(online_book: bool = False) -> set[str]:
                     for item in node.body:
                         if isinstance(item, ast.FunctionDef):
                             names.add(f"{node.name}.{item.name}")
-    return names
+    return frozenset(names)
 
 
-def _max_names() -> set[str]:
+@cache
+def _max_names() -> frozenset[str]:
     """What MAX, Hugging Face's GPT-2 and Python's builtins define, which the book names too."""
     import builtins
 
@@ -99,10 +108,11 @@ def _max_names() -> set[str]:
     from transformers import pytorch_utils
     from transformers.models.gpt2 import modeling_gpt2
 
-    return {*dir(nn), "Tensor", *(f"F.{n}" for n in dir(F)), *dir(F), *(f"Tensor.{n}" for n in dir(Tensor)),
-            *dir(Tensor), *dir(kv_cache), *(n for n in dir(pipelines) if n[0].isupper()),
-            *(n for n in dir(modeling_gpt2) if n.startswith("GPT2")), *(n for n in dir(graph) if n[0].isupper()),
-            *(n for n in dir(pytorch_utils) if n[0].isupper()), *dir(kernels), *dir(attention), *dir(builtins)}
+    return frozenset({
+        *dir(nn), "Tensor", *(f"F.{n}" for n in dir(F)), *dir(F), *(f"Tensor.{n}" for n in dir(Tensor)),
+        *dir(Tensor), *dir(kv_cache), *(n for n in dir(pipelines) if n[0].isupper()),
+        *(n for n in dir(modeling_gpt2) if n.startswith("GPT2")), *(n for n in dir(graph) if n[0].isupper()),
+        *(n for n in dir(pytorch_utils) if n[0].isupper()), *dir(kernels), *dir(attention), *dir(builtins)})
 
 
 def unknown_names(text: str, defined: set[str], max_names: set[str]) -> list[str]:
@@ -162,12 +172,11 @@ def _browser():
     return browser
 
 
-def test_step07_page_renders_in_a_browser(tmp_path):
+def test_step07_page_renders_in_a_browser(site, tmp_path):
     from book.screenshot import check_page
 
-    assert _build(BOOK / "mkdocs.yml", tmp_path / "site").returncode == 0
     png = tmp_path / "07.png"
-    assert check_page(tmp_path / "site", "steps/07/", png, _browser()) == []
+    assert check_page(site, "steps/07/", png, _browser()) == []
     assert png.stat().st_size > 100_000
 
 

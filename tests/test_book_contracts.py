@@ -32,7 +32,6 @@ def book_reports(book_repo) -> dict[str, str]:
     return check_reports(book_repo, CONTRACTS, timeout=1500)
 
 
-@pytest.mark.xdist_group("book-reports")  # one worker: the module's clone and reports are made once
 @pytest.mark.parametrize("step", CONTRACTS)
 def test_book_file_gets_a_numeric_verdict_and_passes(book_reports, step):
     report = book_reports[step]
@@ -47,7 +46,6 @@ def test_book_file_gets_a_numeric_verdict_and_passes(book_reports, step):
         assert f"the online book's step {step}" in line and contract in line, report
 
 
-@pytest.mark.xdist_group("book-reports")  # one worker: the module's clone and reports are made once
 def test_old_max_names_are_resolved_and_the_change_is_said(book_reports):
     """25.7's max.nn.module_v3, 26.1's max.nn / max.tensor / max.functional: each file that uses one
     is told the line to change; the book's solutions.solution_NN imports are the learner's own steps."""
@@ -83,7 +81,6 @@ def test_book_sampling_mistakes_are_named(write_step, checkpoint, wrong, mistake
     assert part.status == "FAIL" and part.mistake is not None and part.mistake.id == mistake, report.render()
 
 
-@pytest.mark.xdist_group("book-reports")  # one worker: the module's clone and reports are made once
 def test_gpt2_writes_with_a_book_learners_model(book_repo):
     """`pixi run gpt2` drives a model and sampler written to the book: the same ids as transformers."""
     out = run_python("-m", "gpt2", "The cat sat", "--compare", "--max-new-tokens", "8", cwd=book_repo, timeout=900)

@@ -51,7 +51,6 @@ def feb_reports(tmp_path_factory) -> dict[str, str]:
     return check_reports(repo, LAYOUT, timeout=1800)
 
 
-@pytest.mark.xdist_group("book-feb-reports")  # one worker: the module's reports are made once
 @pytest.mark.parametrize("number", LAYOUT)
 def test_february_file_gets_a_numeric_verdict_and_passes(feb_reports, number):
     report = feb_reports[number]

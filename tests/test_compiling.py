@@ -61,3 +61,39 @@ def test_a_wrong_argument_after_right_ones_still_gets_maxs_message(compiled):
         compiled(right, Tensor.from_dlpack(np.ones((2, 3), np.int64)))
     with pytest.raises((TypeError, ValueError)):
         compiled(right, Tensor.from_dlpack(np.ones((2, 4), np.float32)))
+
+
+def test_a_graph_is_compiled_by_one_process_at_a_time(tmp_path, monkeypatch, capfd):
+    """A graph being compiled holds a lock named by its text: the same graph asked for meanwhile waits, says
+    so, and is compiled (found in MAX's cache) after; another graph does not wait."""
+    import threading
+
+    from runtime import compiling
+
+    monkeypatch.setattr(compiling, "COMPILING", tmp_path)
+    order, started, release = [], threading.Event(), threading.Event()
+
+    class Session:  # MAX's session, as OneAtATime sees it: the first compile lasts until released
+        def compile_reusing_mefs(self, graph):
+            order.append(f"{graph} starts")
+            if len(order) == 1:
+                started.set()
+                release.wait(20)
+            order.append(f"{graph} ends")
+            return graph
+
+    def compile_in_thread(graph):
+        thread = threading.Thread(target=compiling.OneAtATime(Session()).compile_reusing_mefs, args=(graph,))
+        thread.start()
+        return thread
+
+    first = compile_in_thread("graph X")
+    assert started.wait(20)
+    same, other = compile_in_thread("graph X"), compile_in_thread("graph Y")
+    other.join(20)
+    same.join(3.5)  # past the 3 s after which a waiting compile says why
+    assert same.is_alive() and order == ["graph X starts", "graph Y starts", "graph Y ends"], order
+    assert "another process is compiling this same graph" in capfd.readouterr().err
+    release.set()
+    first.join(20), same.join(20)
+    assert order[3:] == ["graph X ends", "graph X starts", "graph X ends"], order

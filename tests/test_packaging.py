@@ -216,6 +216,11 @@ def test_shares_partition_a_selection(tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\nshare_durations = durations.json\n")
     shares = [ids("--share", f"{k}/3") for k in range(3)]
     assert shares == [["test_a[0]"], ["test_a[1]"], [f"test_a[{i}]" for i in range(2, 7)]], shares
+    # in two shares the unmeasured test's weight shows: the mean (23/6 s) joins it to the 9 s test and the
+    # short ones fill the other share; as the median (1 s) it would be one short test among the rest
+    shares = [ids("--share", f"{k}/2") for k in range(2)]
+    assert shares == [["test_a[0]", "test_a[2]", "test_a[3]", "test_a[4]"],
+                      ["test_a[1]", "test_a[5]", "test_a[6]"]], shares
 
     # --record-durations adds the seconds of the tests it ran to what the file holds
     ran = run("--record-durations", str(tmp_path / "durations.json"), "-k", "test_a and 6").stdout
@@ -313,19 +318,23 @@ def test_one_worker_at_a_time_runs_servers():
 
 def test_an_xdist_group_runs_on_one_worker(tmp_path):
     """test_serving.py's tests share one server through xdist_group("served"): tests/conftest.py marks their
-    node ids as pytest-xdist would, so --dist loadgroup sends them all to one worker."""
-    (tmp_path / "conftest.py").write_text("from tests.conftest import _group\n\n\n"
-                                          "def pytest_collection_modifyitems(config, items):\n"
-                                          "    _group(config, items)\n")
+    node ids as pytest-xdist would, so --dist loadgroup sends them all to one worker. The tests that use a
+    fixture of their module (a book built, a graph compiled) go to one worker too, which makes it once."""
+    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_collection_modifyitems  # noqa\n")
     (tmp_path / "test_grouped.py").write_text("import pytest\n\npytestmark = pytest.mark.xdist_group('g')\n\n\n"
                                               "@pytest.mark.parametrize('i', range(6))\ndef test_a(i):\n    pass\n")
+    (tmp_path / "test_made_once.py").write_text("import pytest\n\n\n@pytest.fixture(scope='module')\n"
+                                                "def made():\n    return 1\n\n\n"
+                                                "@pytest.mark.parametrize('i', range(6))\ndef test_b(made, i):\n"
+                                                "    pass\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p",
                            "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"), str(tmp_path)],
                           capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
-    workers = re.findall(r"\[(gw\d)\] .*PASSED .*test_a\[\d\]@g", done.stdout)
-    assert len(workers) == 6 and len(set(workers)) == 1, done.stdout + done.stderr
+    for test in ("test_a", "test_b"):
+        workers = re.findall(rf"\[(gw\d)\] .*PASSED .*{test}\[\d\]@", done.stdout)
+        assert len(workers) == 6 and len(set(workers)) == 1, done.stdout + done.stderr
 
 
 def test_each_test_is_in_one_tier():
