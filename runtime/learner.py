@@ -35,10 +35,11 @@ _OURS = tuple(REPO / name for name in ("checker", "runtime", "gpt2_arch", "bench
 class LearnerError(Exception):
     """The learner's code failed; `str()` is the message to show."""
 
-    def __init__(self, message: str, *, todo: bool = False, where: str | None = None):
+    def __init__(self, message: str, *, todo: bool = False, where: str | None = None, not_run: bool = False):
         super().__init__(message)
         self.todo = todo  # raised NotImplementedError: a part not written yet
         self.where = where  # "steps/step_07.py:42" when known
+        self.not_run = not_run  # the code was not called (it ran out of time in an earlier part)
 
 
 def is_learner_file(filename: str) -> bool:

@@ -106,6 +106,7 @@ class StepRun:
         )
         self.step = step
         self.limits_hit = learner.limits_hit()  # so finish() knows whether a time limit cut this check short
+        self.out_of_time = False  # a call into the learner's code ran past the time limit
         self.book = False  # the file follows the online book's contract for this step
 
     def import_step(self) -> ModuleType | None:
@@ -157,7 +158,17 @@ class StepRun:
                                   f"{description}; checked on the same numbers")
 
     def call(self, fn, *args, **kwargs):
-        return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)
+        """`fn(*args)`, the learner's code, under the check's time limit. Once a call ran out of time, the
+        check calls nothing more (the next would most likely loop as long): each later part is a SKIP saying
+        why, and the learner waits one limit, not one a part."""
+        if self.out_of_time:
+            raise LearnerError(f"not run: your code ran out of time above ({self.timeout:g} s); fix that first",
+                               not_run=True)
+        hits = learner.limits_hit()
+        try:
+            return learner.call(fn, *args, timeout=self.timeout, checking=self.path, **kwargs)
+        finally:
+            self.out_of_time = self.out_of_time or learner.limits_hit() > hits
 
     def add(self, part: Part) -> Part:
         self.report.parts.append(part)

@@ -28,7 +28,7 @@ class Part:
 
     @classmethod
     def from_error(cls, name: str, e: LearnerError) -> Part:
-        return cls(name, TODO if e.todo else FAIL, str(e))
+        return cls(name, TODO if e.todo else SKIP if e.not_run else FAIL, str(e))
 
 
 @dataclass
