@@ -244,7 +244,7 @@ HELD = [
          'for i in range(task * per_task, min((task + 1) * per_task - 1, N * M)):',
          "kernel: each task's run of outputs (its last output skipped)",
          ("One output per task is never computed: each task's run stops one before the next task's "
-          'start, so the outputs at the end of every run (every ceil(N*M / 8)-th) are left '
+          'start, so the outputs at the end of every run (every ceil(N*M / tasks)-th, a task a core) are left '
           'unwritten while the rest is exact.'),
          ("a task's range of outputs",)),
     Held('16', 'divides-by-scale', 'matvec_q8.mojo',
