@@ -115,7 +115,7 @@ def _wait(lock) -> None:
 
 @cache
 def session() -> OneAtATime:
-    """The session every graph of this process is compiled in: one, on the CPU."""
+    """The session `compile_module` compiles every graph of this process in: one, on the CPU."""
     from max.driver import CPU
     from max.engine import InferenceSession
 
