@@ -65,6 +65,17 @@ def test_one_output_in_each_tasks_run_is_told_as_a_tasks_range(checkpoint, tasks
     assert "the last of each run" in said and "ends (one short)" in said, said
 
 
+def test_one_output_off_alone_is_a_tasks_range_only_where_runs_could_end_there(checkpoint):
+    """y[N * M // 2] off on every shape: on a few it is where the first of two runs ends, on the others (N * M
+    even) one past it, which no number of runs puts there: not told as a task's range."""
+    def middle(x, w, b, y):
+        y = y.copy().reshape(-1)
+        y[y.size // 2] = 1e30
+        return y.reshape(len(x), -1)
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), middle)))
+    assert "task's range" not in said, said
+
+
 def _int8_read(config, dequantized) -> list[str]:
     """What the readings say of an int8 kernel whose outputs are x @ dequantized(q, scales, K).T + b on every
     case (the scales and q as the check hands them)."""

@@ -140,19 +140,24 @@ def _one_in_each_run(failing: set, shapes: dict, bad: dict) -> str | None:
     """When on every failing shape exactly one output in each run of p (y's outputs in memory order, n * M + m;
     p its own on each shape) is off, the first of each run or the last: which, and the runs' lengths. With few
     runs (as many as cores: two on two) a shape may show one off output alone, the last of the first run (the
-    last run ends at N * M, a bound of its own): then p is where it ends, and a second run must follow it."""
-    found = {}
+    last run ends at N * M, a bound of its own): then p is where it ends, a second run must follow it, and p
+    must be ceil(N * M / T) for one number of runs T on every such shape (one output alone says little)."""
+    found, tasks = {}, None
     for name in failing:
         flat = bad[name].reshape(-1)
         off, i = np.flatnonzero(flat), np.arange(flat.size)
         if off.size == flat.size:
             continue  # every output off: runs of one, or no runs at all
-        if off.size == 1 and 0 < off[0] < flat.size - 1:
-            p = int(off[0]) + 1
-        elif off.size < 2:
-            return None
-        else:
+        if off.size >= 2:
             p = int(off[1] - off[0])
+        elif 0 < off[0] < flat.size - 1:
+            p = int(off[0]) + 1
+            fit = {t for t in range(2, flat.size + 1) if -(-flat.size // t) == p}
+            tasks = fit if tasks is None else tasks & fit
+            if not tasks:
+                return None
+        else:
+            return None
         which = "last" if off[0] == p - 1 else "first" if off[0] == 0 else None
         if which is None or not np.array_equal(flat, i % p == off[0]):
             return None
