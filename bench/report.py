@@ -14,7 +14,8 @@ def llama_line(llama: dict, decode: dict) -> str:
             f"{llama['tokens_per_s']:.1f} tokens/s, {llama['speedup']:.2f}x transformers; step 16's int8 decode "
             f"{llama['int8_over_llama_cpp']:.2f}x llama.cpp's ({decode['int8_tokens_per_s']:.1f} tokens/s)"
             + (f"; step 17's with int8 products (gpt2 --fast) {llama['fast_over_llama_cpp']:.2f}x "
-               f"({decode['fast_tokens_per_s']:.1f} tokens/s)" if "fast_over_llama_cpp" in llama else "") + ".")
+               f"({decode['fast_tokens_per_s']:.1f} tokens/s)" if "fast_over_llama_cpp" in llama else "") + "."
+            + (f" ({llama['note']}.)" if "note" in llama else ""))
 
 
 def report(result: dict) -> str:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.llama import convert
+from bench.llama import NO_REPACK, REPACK_NOTE, convert
 from bench.serve import prompts, served_level, transformers_level, whole_characters
 from runtime.paths import REPO, shown
 from runtime.server import Server, free_port, same_text
@@ -73,10 +73,10 @@ def llama_server(binary: Path, gguf: Path, context: int):
     """llama-server on 127.0.0.1, a free port, PARALLEL slots of `context` positions each: (url, pid)."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
-    process = subprocess.Popen([str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
-                                "--parallel", str(PARALLEL), "-c", str(PARALLEL * context), "--threads",
-                                str(os.cpu_count()), "--cont-batching"], stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+    command = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "--parallel", str(PARALLEL),
+               "-c", str(PARALLEL * context), "--threads", str(os.cpu_count()), "--cont-batching",
+               *(["--no-repack"] if NO_REPACK else [])]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 300
@@ -207,6 +207,8 @@ def report(result: dict) -> str:
                      f"a token every {floor[0]['token_p50_ms']:.1f} ms (p50): what serving takes around the graph.")
     if result["llama_cpp"]["reason"]:
         lines.append(f"llama.cpp: not measured: {result['llama_cpp']['reason']}.")
+    elif NO_REPACK:
+        lines.append(f"({REPACK_NOTE}.)")
     return "\n".join(lines)
 
 

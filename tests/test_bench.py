@@ -244,6 +244,33 @@ def test_llama_cpp_says_why_it_cannot_be_measured(tmp_path, monkeypatch, package
     assert said in missing(None)
 
 
+@pytest.mark.parametrize("no_repack", [True, False])
+def test_llama_cpp_repacks_its_weights_only_where_that_cannot_crash(tmp_path, monkeypatch, no_repack):
+    """Where the CPU has AMX (NO_REPACK) llama.cpp loads the model with its extra buffer types off (its AMX
+    product crashes on GPT-2); elsewhere with its defaults; llama-cpp-python's defaults are left as they were."""
+    import sys
+
+    import bench.llama as llama
+
+    (tmp_path / "llama_cpp").mkdir()
+    (tmp_path / "llama_cpp" / "__init__.py").write_text("from llama_cpp.llama import Llama\n")
+    (tmp_path / "llama_cpp" / "llama.py").write_text(
+        "from types import SimpleNamespace as Params\n"
+        "llama_cpp = Params(llama_model_default_params=lambda: Params(use_extra_bufts=True))\n"
+        "loaded = []\n"
+        "class Llama:\n"
+        "    def __init__(self, **kwargs):\n"
+        "        loaded.append(llama_cpp.llama_model_default_params())\n")
+    for name in ("llama_cpp", "llama_cpp.llama"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(llama, "NO_REPACK", no_repack)
+    llama.decoder(tmp_path / "model-q8_0.gguf")
+    wrapper = sys.modules["llama_cpp.llama"]
+    assert [p.use_extra_bufts for p in wrapper.loaded] == [not no_repack]
+    assert wrapper.llama_cpp.llama_model_default_params().use_extra_bufts
+
+
 def test_by_context_gives_the_pair_more_turns_and_keeps_each_ones_best(monkeypatch):
     """The two decoders a ratio is taken of run pair_rounds turns at each context, the others rounds; each
     figure is its decoder's best turn (steps / its fastest seconds), whichever turn that was."""
