@@ -115,7 +115,8 @@ def _wait(lock) -> None:
 
 @cache
 def session() -> OneAtATime:
-    """The session `compile_module` compiles every graph of this process in: one, on the CPU."""
+    """The session the course's graphs compile in (`compile_module`'s, and the paged graphs' of steps 14 and 18
+    the checker and the bench build): one a process, on the CPU."""
     from max.driver import CPU
     from max.engine import InferenceSession
 

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from runtime.compiling import session
+
 # MAX is imported inside the class: importing it takes seconds.
 
 PAGE = 128  # positions a page of MAX's cache holds
@@ -59,7 +61,7 @@ class MaxAttention:
                 return tuple(outputs)
 
         new = [TensorType(DType.float32, ["t", n_head, head_dim], device=DeviceRef.CPU()) for _ in range(3)]
-        self._graph = Attention().compile(*kv_types, *new)
+        self._graph = Attention().compile(*kv_types, *new, session=session())
         self._manager = PagedKVCacheManager(params=params, session=InferenceSession(devices=[CPU()]),
                                             total_num_pages=requests * (math.ceil(n_positions / PAGE) + 1),
                                             max_batch_size=requests)

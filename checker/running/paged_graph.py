@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from runtime.compiling import session
+
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
 
@@ -54,4 +56,4 @@ def _compile(fn, layer: int):
     return Paged().compile(new, new, new,
                            BufferType(DType.float32, ["pages", 2, "layers", "page", "heads", "head_dim"], cpu),
                            TensorType(DType.uint32, ["batch"], cpu), TensorType(DType.uint32, ["batch", "width"], cpu),
-                           TensorType(DType.uint32, ["offsets"], cpu))
+                           TensorType(DType.uint32, ["offsets"], cpu), session=session())

@@ -12,6 +12,7 @@ import numpy as np
 from checker.diagnosis.stream import first_difference, recording, row_margins
 from checker.reporting.compare import CORRECT_MARGIN
 from checker.steps.step14.reference import PAGE_SIZE, PAGED_LAYERS, SCENARIO
+from runtime.compiling import session
 from runtime.loading import stored_tensors
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
@@ -82,7 +83,7 @@ def compile_probed(paged_model, kv_params) -> tuple[object, Probed]:
 
     probed = Probed(paged_model, kv_params)
     types = modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()])
-    return probed.graph.compile(*types), probed
+    return probed.graph.compile(*types, session=session()), probed
 
 
 def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
