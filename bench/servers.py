@@ -152,6 +152,8 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     llama = {"reason": None}
     if source is None or binary is None or not Path(binary).is_file():
         llama["reason"] = "give --llama-cpp SOURCE (a llama.cpp tree) and --llama-server BINARY"
+    elif NO_REPACK:
+        llama["note"] = REPACK_NOTE
     with tempfile.TemporaryDirectory() as tmp:
         gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
         for name, step in (("step 18", "18"), ("step 14", "14")):
@@ -207,8 +209,8 @@ def report(result: dict) -> str:
                      f"a token every {floor[0]['token_p50_ms']:.1f} ms (p50): what serving takes around the graph.")
     if result["llama_cpp"]["reason"]:
         lines.append(f"llama.cpp: not measured: {result['llama_cpp']['reason']}.")
-    elif NO_REPACK:
-        lines.append(f"({REPACK_NOTE}.)")
+    if "note" in result["llama_cpp"]:
+        lines.append(f"({result['llama_cpp']['note']}.)")
     return "\n".join(lines)
 
 
