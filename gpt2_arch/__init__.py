@@ -9,7 +9,8 @@
 the served file defines it. Which file: `GPT2_SERVED` (a path; default steps/step_14.py).
 
 What is here changes with MAX's releases, not with the model: the architecture's config
-(`arch.py`), the pipeline model and the graph's inputs (`model.py`).
+(`arch.py`), the pipeline model and the graph's inputs (`model.py`), the step that takes a greedy
+batch's next tokens without MAX's sampler (`pipeline.py`).
 """
 
 from gpt2_arch.arch import gpt2_arch

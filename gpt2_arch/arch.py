@@ -10,6 +10,7 @@ from max.pipelines.modeling.types import PipelineTask
 
 from gpt2_arch.config import GPT2ArchConfig
 from gpt2_arch.model import GPT2BatchProcessor, GPT2PipelineModel
+from gpt2_arch.pipeline import GPT2Pipeline
 from gpt2_arch.tokenizer import GPT2Tokenizer
 
 gpt2_arch = SupportedArchitecture(
@@ -19,6 +20,7 @@ gpt2_arch = SupportedArchitecture(
     default_encoding=GPT2ArchConfig.DEFAULT_ENCODING,
     supported_encodings=GPT2ArchConfig.SUPPORTED_ENCODINGS,
     pipeline_model=GPT2PipelineModel,
+    pipeline_cls=GPT2Pipeline,
     tokenizer=GPT2Tokenizer,
     context_type=TextContext,
     default_weights_format=WeightsFormat.safetensors,

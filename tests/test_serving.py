@@ -165,6 +165,42 @@ def test_echo_and_max_tokens_zero_apart(served):
     assert none["usage"]["completion_tokens"] == 0
 
 
+def test_greedy_tokens_without_maxs_sampler_are_the_tokens_it_samples(served):
+    """A plainly greedy batch takes the argmax of its logits (gpt2_arch/pipeline.py); asked for log-probabilities
+    (or sampled with top_k 1 at temperature 1, or with a penalty, as MAX's sampler then does), the same
+    request goes through MAX's sampler: the same tokens, alone and among concurrent requests."""
+    prompts = [PROMPT, "The capital of France", [464, 2068, 7586, 21831], "1, 2, 3,"]
+    plain = [post(served, {"prompt": p, "max_tokens": 12}) for p in prompts]
+    sampled = [post(served, {"prompt": p, "max_tokens": 12, "logprobs": 1}) for p in prompts]
+    top_k = [post(served, {"prompt": p, "max_tokens": 12, "temperature": 1, "top_k": 1}) for p in prompts]
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda p: post(served, {"prompt": p, "max_tokens": 12}), prompts))
+    for answers in (plain, sampled, top_k, together):
+        assert all(status == 200 for status, _ in answers), [message(a) for _, a in answers]
+    texts = [[a["choices"][0]["text"] for _, a in answers] for answers in (plain, sampled, top_k, together)]
+    assert texts[0] == texts[1] == texts[2] == texts[3], texts
+
+
+def test_only_a_plainly_greedy_request_skips_maxs_sampler():
+    from max.pipelines.context import SamplingParams, TextContext, TokenBuffer
+
+    from gpt2_arch.pipeline import plainly_greedy
+
+    def context(**fields):
+        params = {k: v for k, v in fields.items() if k not in ("json_schema", "label_token_ids")}
+        return TextContext(max_length=64, tokens=TokenBuffer(np.array([464, 2068], np.int64)),
+                           sampling_params=SamplingParams(**params), json_schema=fields.get("json_schema"),
+                           label_token_ids=fields.get("label_token_ids"))
+
+    assert plainly_greedy(context(temperature=0)) and plainly_greedy(context(temperature=1, top_k=1))
+    for fields in ({}, {"temperature": 0.7}, {"temperature": 0, "repetition_penalty": 1.2},
+                   {"temperature": 0, "frequency_penalty": 0.5}, {"temperature": 0, "min_new_tokens": 3},
+                   {"temperature": 0, "logits_processors": [lambda inputs: None]},
+                   {"temperature": 0, "json_schema": '{"type": "object"}'},
+                   {"temperature": 0, "label_token_ids": [11, 12]}):
+        assert not plainly_greedy(context(**fields)), fields
+
+
 def test_a_stop_string_ends_the_text_before_it(served):
     """Whole and streamed, a list or one string, alone or among other prompts; asked again and again (MAX
     alone answered a whole request whose stop string matched with a 400 about half the time); an empty
