@@ -166,9 +166,9 @@ def test_echo_and_max_tokens_zero_apart(served):
 
 
 def test_greedy_tokens_without_maxs_sampler_are_the_tokens_it_samples(served):
-    """A plainly greedy batch takes the argmax of its logits (gpt2_arch/pipeline.py); asked for log-probabilities
-    (or sampled with top_k 1 at temperature 1, or with a penalty, as MAX's sampler then does), the same
-    request goes through MAX's sampler: the same tokens, alone and among concurrent requests."""
+    """A plainly greedy batch takes the argmax of its logits (gpt2_arch/pipeline.py); asked for log-probabilities,
+    the same request goes through MAX's sampler: the same tokens. So do top_k 1 at temperature 1 (greedy too)
+    and the plain requests sent all at once."""
     prompts = [PROMPT, "The capital of France", [464, 2068, 7586, 21831], "1, 2, 3,"]
     plain = [post(served, {"prompt": p, "max_tokens": 12}) for p in prompts]
     sampled = [post(served, {"prompt": p, "max_tokens": 12, "logprobs": 1}) for p in prompts]
