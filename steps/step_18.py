@@ -71,7 +71,9 @@ class GPT2PagedQ8(Module):
 
     def __init__(self, model: GPT2LMHeadModel, kv_params):
         # TODO: keep the model's body; swap every Linear for one whose product is matmul_q8 on its weight
-        #   quantised (step 16's quantized); quantise the tied head's weight too.
+        #   quantised (step 16's quantized), walking the modules as step 15's docstring says (children,
+        #   descendants, setattr); quantise the tied head's weight too. kv_params is handed as to step 14's
+        #   GPT2Paged, whose MAX attention needed it; your kernel reads the pool's shape from kv_collection.
         raise NotImplementedError("step 18: GPT2PagedQ8.__init__")
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor, rows: Tensor) -> Tensor:
