@@ -111,6 +111,16 @@ def _uncatalogued(out_of, pool_of=stored):
         _pair_rows(off, cl)[:, None, None], attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay,
                                                    scale=1 / 64), causal(q, b, cl, lk, off, lay))),
      "off only among the rows at an odd index in their chunk"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # a band's keys read at head 0's place
+        (np.diff(off.astype(np.int64)) >= 4)[positions(off, cl)[0]][:, None, None],
+        attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay,
+               read=lambda keys, values: (np.repeat(keys[:, :1], keys.shape[1], axis=1), values)),
+        causal(q, b, cl, lk, off, lay))),
+     "the off rows are attention computed as if every head's scores were taken against head 0's keys"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # the row path's scores not scaled
+        (np.diff(off.astype(np.int64)) < 4)[positions(off, cl)[0]][:, None, None],
+        attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay, scale=1.0),
+        causal(q, b, cl, lk, off, lay))), "the off rows are attention computed as if the scores were not scaled"),
 ])
 def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
     part = judge(INPUTS, _results(compute))
@@ -240,14 +250,20 @@ def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(of
     assert part.status == FAIL and words in _said(part), _said(part)
 
 
-def _x_blocks(x: np.ndarray, divisor: float, to_int=np.round) -> np.ndarray:
+def _x_int8(x: np.ndarray, divisor: float, to_int=np.round) -> tuple[np.ndarray, np.ndarray]:
     """x [M, K] per block of 32 as int8 with the scale max|x| / divisor, x / scale made whole by `to_int`,
-    wrapping past 127 as a byte does."""
+    wrapping past 127 as a byte does: (the int8 values, each element's scale), both [M, K]."""
     M, K = x.shape
     blocks = np.pad(x, ((0, 0), (0, -K % 32))).reshape(M, -1, 32)
     scale = np.abs(blocks).max(-1, keepdims=True) / divisor
     q = to_int(blocks / np.where(scale > 0, scale, 1)).astype(np.int64)
-    return ((((q + 128) % 256) - 128) * scale).reshape(M, -1)[:, :K]
+    return ((q + 128) % 256 - 128).reshape(M, -1)[:, :K], np.broadcast_to(scale, blocks.shape).reshape(M, -1)[:, :K]
+
+
+def _x_blocks(x: np.ndarray, divisor: float, to_int=np.round) -> np.ndarray:
+    """x [M, K] as `_x_int8` makes it, multiplied back by its scales."""
+    q, scale = _x_int8(x, divisor, to_int)
+    return q * scale
 
 
 def test_a_product_rounding_x_its_own_way_is_told_so():
@@ -276,6 +292,23 @@ def test_products_of_an_x_made_otherwise_are_told_by_the_x_solved_from_them(x_of
                for name, *_ in product_cases()}
     part, _ = judge_products(inputs, results)
     assert part.status == FAIL and words in _said(part), _said(part)
+
+
+def test_products_whose_x_does_not_take_ws_sign_are_told_which_elements():
+    """AVX2's int8 product as a kernel computes it with x per block scaled by max|x| / 128: x takes w's sign and
+    |w| is multiplied, and -128 (a block's largest |x|, positive and wrapped, or negative) stays -128 when negated:
+    those elements multiply |w|, so no single x gives the outputs. They are found (x' @ w.T + z @ |w|.T) and said."""
+    inputs = product_arrays()
+    results = {}
+    for name, (x, q, scales, b) in inputs.items():
+        xq, sx = _x_int8(x, 128)
+        w = dequantize(q, scales).astype(np.float64)
+        stuck = np.where(xq == -128, -256 * sx, 0)  # w < 0: |w| x -128 where w x 128 was meant
+        out = (xq * sx) @ w.T + stuck @ (np.abs(w) * (w < 0)).T + b
+        results[name] = np.stack([out.astype(np.float32)] * REPEATS)
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and "no x gives" not in _said(part), _said(part)
+    assert "elements (each its block's largest |x|) the product does not follow w's sign" in _said(part), _said(part)
 
 
 def test_products_off_in_their_weights_or_bias_say_no_x_gives_them():

@@ -18,6 +18,8 @@ its kernel, in its own words. This module finds which reading explains what was 
     Variant, first_variant(...)         the reference computed with its inputs exchanged (the value cache
                                         read for the keys, q for k, another head's cache, a bound one key
                                         later): the first that computes the learner's output on every case
+    variant_of_rows(rows, mask, ...)    the first that computes the rows of `mask` (the off ones), when none
+                                        computes them all: what one way through the kernel did
 
 Every reading is a statement that holds on every row of every case (or says which rows it holds on), so a
 message built from one says nothing false.
@@ -216,6 +218,23 @@ class Variant:
     says: str
     compute: Callable[[str], np.ndarray]
     mistake: object | None = None
+
+
+def variant_of_rows(rows: Rows, mask: np.ndarray, outputs: Iterable[tuple[Variant, np.ndarray]]) -> Variant | None:
+    """The first variant whose rows (`outputs`: each variant with its output [rows, C] in `rows`' order) equal the
+    learner's on every row of `mask` (NaN where it has NaN) and are off the reference there: what those rows
+    computed, when no variant computes every row (a way through the kernel that only some rows take)."""
+    if not mask.any():
+        return None
+    got, want, allowed = rows.got[mask], rows.want[mask], rows.allowed[mask]
+    for variant, computed in outputs:
+        out = computed[mask]
+        with np.errstate(invalid="ignore"):
+            same = (np.abs(got - out) <= allowed) | (np.isnan(got) & np.isnan(out))
+            apart = ~(np.abs(out - want) <= allowed)
+        if same.all() and np.isfinite(out).any() and apart.any(axis=1).all():
+            return variant
+    return None
 
 
 def first_variant(names: list[str], got: dict[str, np.ndarray], variants: Iterable[Variant], tol: Tolerance,

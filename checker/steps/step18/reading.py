@@ -7,7 +7,8 @@ it (checker.diagnosis.reading does the reading):
                                        over, new positions left unwritten
     readings(inputs, results, wants)   the lines for a failing output: the reference with its inputs exchanged
                                        when one computes every case, else which rows are off, read by their
-                                       features, and where NaN appears
+                                       features, where NaN appears, and the exchange that computes the off
+                                       rows (one way through the kernel taken by some rows only)
 
 A row is one head of one new row of one case: request b's row at position p, which sees positions 0 .. p of b's
 pages.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read
+from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read, variant_of_rows
 from checker.reporting.compare import ranges
 from checker.steps.step18.reference import KERNEL, attend, differs, kernel_cases, positions, stored, stored_at
 
@@ -91,18 +92,27 @@ def rows_of(inputs: dict, results: dict, wants: dict) -> Rows:
 
 
 def variants(inputs: dict) -> list[Variant]:
-    """The reference with its inputs exchanged, each as the kernel would then compute it (stores included)."""
+    """The reference with its inputs exchanged, each as the kernel would then compute it (stores included); each
+    case computed once."""
     def v(says, **changed):
+        done = {}
+
         def compute(name):
+            if name in done:
+                return done[name]
             q, k, v_, blocks, cl, lookup, offsets, layer = inputs[name]
             args = {"q": q, "k": k, "v": v_, "cl": cl, "lookup": lookup, "layer": int(layer[0])}
             args.update({key: f(args) for key, f in changed.items()})
             after = stored(args["k"], args["v"], blocks, args["cl"], args["lookup"], offsets, args["layer"])
             read_layer = args.get("read_layer", args["layer"])
             lo, hi = args.get("bound", (lambda p, end: 0, lambda p, end: p + 1))
-            return attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
-                          scale=args.get("scale"))
+            done[name] = attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
+                                scale=args.get("scale"), read=args.get("read"))
+            return done[name]
         return Variant(says, compute)
+
+    def head_0(a):  # every head's numbers those of head 0
+        return np.repeat(a[:, :1], a.shape[1], axis=1)
 
     return [
         v("the new rows' keys were stored as values and their values as keys", k=lambda a: a["v"], v=lambda a: a["k"]),
@@ -117,6 +127,14 @@ def variants(inputs: dict) -> list[Variant]:
         v("the scores were scaled by 1 / D, not 1 / sqrt(D)", scale=lambda a: 1 / 64),
         v("the scores were scaled by 1 / sqrt(H x D), the model's width, not the head's D",
           scale=lambda a: 1 / np.sqrt(a["q"].shape[1] * 64)),
+        v("the keys were read for the values too (the pool's keys half, blocks[page, 0], weighted; the stores right)",
+          read=lambda a: lambda keys, values: (keys, keys)),
+        v("the values were read for the keys too (scores against blocks[page, 1]; the stores right)",
+          read=lambda a: lambda keys, values: (values, values)),
+        v("every head's scores were taken against head 0's keys (a key's head offset, h x D, left out)",
+          read=lambda a: lambda keys, values: (head_0(keys), values)),
+        v("every head weighted head 0's values (a value's head offset, h x D, left out)",
+          read=lambda a: lambda keys, values: (keys, head_0(values))),
     ]
 
 
@@ -184,7 +202,8 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
     off by what they share, a factor per row, and where NaN appears."""
     names = [case.name for case in kernel_cases()]
     got = {name: results[name][0] for name in names}
-    if (variant := first_variant(names, got, variants(inputs), KERNEL, AXES)) is not None:
+    exchanged = variants(inputs)
+    if (variant := first_variant(names, got, exchanged, KERNEL, AXES)) is not None:
         return [f"your output is attention computed as if {variant.says}, on every case"]
     rows = rows_of(inputs, results, wants)
     lines = []
@@ -203,4 +222,8 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
                      "its weights do not sum to 1 (the sum l, its rescaling, or the division at the end)")
     if (said := read(rows, rows.off, OFF, care=rows.features["position"] > 0)) is not None:  # one key: any weights
         lines.append(said)
+    computed = [(each, np.concatenate([each.compute(name).reshape(-1, got[name].shape[-1]) for name in names]))
+                for each in exchanged]
+    if (variant := variant_of_rows(rows, rows.off, computed)) is not None:
+        lines.append(f"the off rows are attention computed as if {variant.says}; every other row is right")
     return lines

@@ -147,9 +147,11 @@ def stored_at(k, v, blocks, lookup, request, position, layer=LAYER) -> np.ndarra
     return after
 
 
-def attend(q, blocks, cache_lengths, lookup, offsets, lo, hi, *, layer=LAYER, scale: float | None = None):
+def attend(q, blocks, cache_lengths, lookup, offsets, lo, hi, *, layer=LAYER, scale: float | None = None,
+           read=None):
     """Every row's attention over its request's positions lo(p, end) .. hi(p, end) - 1 of the pool (p: the row's
-    position, end: its request's positions after the call): [T, H, D] in float64, NaN for a row that sees no key."""
+    position, end: its request's positions after the call): [T, H, D] in float64, NaN for a row that sees no key.
+    `read(keys, values)`, when given, gives the keys and values [S, H, D] attended over instead of those read."""
     request, position = positions(offsets, cache_lengths)
     out = np.full(q.shape, np.nan)
     scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
@@ -160,6 +162,8 @@ def attend(q, blocks, cache_lengths, lookup, offsets, lo, hi, *, layer=LAYER, sc
         end = int(position[rows].max()) + 1
         keys = gathered(blocks, lookup, b, end, 0, layer).astype(np.float64)  # [S, H, D]
         values = gathered(blocks, lookup, b, end, 1, layer).astype(np.float64)
+        if read is not None:
+            keys, values = read(keys, values)
         for r in rows:
             a, z = max(lo(int(position[r]), end), 0), min(hi(int(position[r]), end), end)
             if z <= a:

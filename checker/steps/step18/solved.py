@@ -4,8 +4,9 @@ from x itself.
 
     solved_x(inputs, results, failing)   a line saying which elements of x the kernel multiplied otherwise
                                          than x (or its Q8_0 rounding, or its bfloat16 one), by what factor,
-                                         and what they share; or that no x gives its outputs with these
-                                         weights and this bias; or None
+                                         and what they share; which elements were multiplied by |w|, their
+                                         sign not w's; or that no x gives its outputs with these weights and
+                                         this bias; or None
 
 A product y [M, N] = x' @ w.T + b with w [N, K] of full rank K (N >= K: c_attn, c_fc) gives x' back:
 x'.T = lstsq(w, (y - b).T), to float32's noise times w's condition number (about 4 for these weights).
@@ -47,11 +48,12 @@ def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
     w = dequantize(q, scales).astype(np.float64)
     solved = np.linalg.lstsq(w, (y - b).T, rcond=None)[0].T  # [M, K]
     residual = np.abs(solved @ w.T + b - y).max() / max(np.abs(y).max(), 1e-30)
-    if residual > 1e-3:
-        return (f"no x gives your outputs with these weights and this bias (solved on {name}: {residual:.1%} of "
-                "the outputs left over): the mistake is not in what x is, but in the weights (q, their scales), "
-                "the bias, or where each output goes")
     x = x.astype(np.float64)
+    if residual > 1e-3:
+        return _signless(name, x, w, y, b) or (
+            f"no x gives your outputs with these weights and this bias (solved on {name}: {residual:.1%} of the "
+            "outputs left over), not even one whose elements keep their sign against w's: the mistake is not in "
+            "what x is, but in the weights (q, their scales), the bias, or where each output goes")
     c = float((solved * x).sum() / (x * x).sum())
     if abs(c - 1) > 1e-2 and (np.abs(solved - c * x) <= abs(c) * ROUNDED[1][2](x)).all():
         return (f"the x your kernel multiplied, solved from its outputs on {name}: x times {c:.4g}, every element "
@@ -65,6 +67,32 @@ def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
             f"{off.size} elements ({_where(off, x)}){_factor(solved[off], x[off])}: what your kernel makes of those "
             "elements of x (their block's scale, their rounding to int8 and its range -128 .. 127, where they are "
             "read from)")
+
+
+def _signless(name: str, x: np.ndarray, w: np.ndarray, y: np.ndarray, b: np.ndarray) -> str | None:
+    """Elements of x whose product does not follow w's sign: y - b = x' @ w.T + z @ |w|.T, solved where the
+    weights allow (N >= 2K); a line when that leaves nothing over and z is more than a Q8_0 step somewhere.
+    (AVX2's int8 product gives x the sign of w and multiplies by |w|: an x of -128 in int8 stays -128 when
+    negated, so it multiplies |w|, whatever w's sign.)"""
+    N, K = w.shape
+    if N < 2 * K:
+        return None
+    both = np.hstack([w, np.abs(w)])  # [N, 2K]
+    solved = np.linalg.lstsq(both, (y - b).T, rcond=None)[0].T  # [M, 2K]
+    if np.abs(solved @ both.T + b - y).max() > 1e-3 * max(np.abs(y).max(), 1e-30):
+        return None
+    z = solved[:, K:]
+    kept = np.abs(z) > ROUNDED[1][2](x)
+    if not kept.any():
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = z[kept] / x[kept]
+    each = (f" (|w| times {np.median(c):.3g} times the element's value)"
+            if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2) else "")
+    return (f"the x your kernel multiplied, solved from its outputs on {name}: at {int(kept.sum())} of its "
+            f"{kept.size} elements ({_where(kept, x)}) the product does not follow w's sign{each}: what your kernel "
+            "makes of those elements of x (their rounding to int8 and its range -128 .. 127: where x takes w's sign, "
+            "as AVX2's products do, -(-128) is -128 in int8)")
 
 
 def _where(off: np.ndarray, x: np.ndarray) -> str:
