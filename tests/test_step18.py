@@ -116,11 +116,15 @@ def _uncatalogued(out_of, pool_of=stored):
         attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay,
                read=lambda keys, values: (np.repeat(keys[:, :1], keys.shape[1], axis=1), values)),
         causal(q, b, cl, lk, off, lay))),
-     "the off rows are attention computed as if every head's scores were taken against head 0's keys"),
+     "the off rows, and only they, are attention computed as if every head's scores were taken against head 0's keys"),
     (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # the row path's scores not scaled
         (np.diff(off.astype(np.int64)) < 4)[positions(off, cl)[0]][:, None, None],
         attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay, scale=1.0),
-        causal(q, b, cl, lk, off, lay))), "the off rows are attention computed as if the scores were not scaled"),
+        causal(q, b, cl, lk, off, lay))),
+     "the off rows, and only they, are attention computed as if the scores were not scaled"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: causal(q, b, cl, lk, off, lay) * (  # a split combine's l off
+        0.9 if len(cl) * q.shape[1] == 1 and len(q) == 1 else 1.0)),
+     "off exactly on the cases of one head decoding alone, where a kernel splits a head's keys"),
 ])
 def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
     part = judge(INPUTS, _results(compute))

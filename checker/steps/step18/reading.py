@@ -35,11 +35,18 @@ def _features(case, arrays) -> dict[str, np.ndarray]:
                "last": index == lengths - 1, "cached": cache_lengths[request].astype(np.int64),
                "later_pages": position >= case.page}
     features = {key: np.repeat(value, case.heads) for key, value in per_row.items()}
+    alone = len(cache_lengths) * case.heads == 1 and len(request) == 1  # one head decoding: its keys split
     return {**features, "head": np.tile(np.arange(case.heads), len(request)), "page": case.page,
-            "batch": len(cache_lengths), "heads": case.heads}
+            "batch": len(cache_lengths), "heads": case.heads, "alone": alone}
 
+
+SPLIT = ("where a kernel splits a head's keys across the threads the batch leaves idle: each split's range of keys "
+         "(every key in exactly one) and the combine (each split's l and acc scaled by exp(m_split - m) before they "
+         "are added)")
 
 OFF = [
+    *(Rule(lambda f: f["alone"], f"off {said} the cases of one head decoding alone, {SPLIT}", within=within)
+      for within, said in ((False, "exactly on"), (True, "only among"))),
     Rule(lambda f: f["decode"], "off exactly on the decode rows (requests with one new row); every row of a chunk "
          "is right: the code that runs only when every request has one row (the split of a head's keys across "
          "threads and its combine), or a decode row's position or request"),
@@ -225,5 +232,5 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
     computed = [(each, np.concatenate([each.compute(name).reshape(-1, got[name].shape[-1]) for name in names]))
                 for each in exchanged]
     if (variant := variant_of_rows(rows, rows.off, computed)) is not None:
-        lines.append(f"the off rows are attention computed as if {variant.says}; every other row is right")
+        lines.append(f"the off rows, and only they, are attention computed as if {variant.says}")
     return lines
