@@ -254,6 +254,21 @@ def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(of
     assert part.status == FAIL and words in _said(part), _said(part)
 
 
+def test_products_off_on_few_rows_only_are_read_against_the_rounding_the_many_hold():
+    """The bias added twice on the path for few rows (M < 16), the products of 16 rows and more exact to x in int8
+    per block: the smallest products are the mistake, so the rounding is found on a larger one, and the 16-row
+    products are not counted off."""
+    inputs = product_arrays()
+    results = {}
+    for name, M, K, N in product_cases():
+        x, q, scales, b = inputs[name]
+        out = rounded_product("x in int8 per block of 32", x, dequantize(q, scales), b) + (b if M < 16 else 0)
+        results[name] = np.stack([out.astype(np.float32)] * REPEATS)
+    part, _ = judge_products(inputs, results)
+    assert part.status == FAIL and part.summary.startswith("off on 6 of 9 products, the others equal (to float32's "
+                                                           "noise) to the product with x in int8"), _said(part)
+
+
 def _x_int8(x: np.ndarray, divisor: float, to_int=np.round) -> tuple[np.ndarray, np.ndarray]:
     """x [M, K] per block of 32 as int8 with the scale max|x| / divisor, x / scale made whole by `to_int`,
     wrapping past 127 as a byte does: (the int8 values, each element's scale), both [M, K]."""

@@ -237,7 +237,8 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         worst = max(v.margin or 0.0 for v in verdicts.values())
         return Part("products", PASS, f"{cases}; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst), None
     rounded = {}
-    for name in sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1])):  # the smallest first
+    order = sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1]))  # the smallest first
+    for name in order:
         if (rounding := _rounded_as(results[name][0], *inputs[name])) is None:
             break  # a mistake, not a rounding: as cheap as one small case
         rounded[name] = rounding
@@ -257,6 +258,9 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                         "the model and the server are held to transformers rounding every product one way: round x "
                         "and w the same way for every M and K (one rounding, or none, in every path of the kernel)"],
                     None, verdicts[failing[0]].margin), None
+    if not rounded:  # the smallest is a mistake; a larger one may round, the mistake in a path it does not take
+        rounded = next(({name: way} for name in order[1:]
+                        if (way := _rounded_as(results[name][0], *inputs[name])) is not None), {})
     held = ""
     if len(ways := set(rounded.values())) == 1:  # the smallest off products round one way: the rest are read
         way = ways.pop()  # against that rounding, a product off from it being the mistake
