@@ -1,4 +1,4 @@
-"""Mistakes in steps 15-17's kernels and in the Python around them that no catalogue lists, written by
+"""Mistakes in steps 15-18's kernels and in the Python around them that no catalogue lists, written by
 someone who had read the skeletons and the book but never the checks or the tests; each with the piece a
 right diagnosis must place it in and what a right message would say (`piece`, `expect`: written down before
 the mistake was first run), and the words, one of which a failing line must hold (`cause`: the piece as the
@@ -470,4 +470,174 @@ HELD = [
          ("GPT2FlashQ8's decode logits are wrong while GPT2Flash's are right: the int8 head reads "
           'the last hidden state without the final LayerNorm ln_f.'),
          ('ln_f',)),
+    Held('18', 'band-keys-head-offset', 'paged_flash.mojo',
+         'var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D',
+         'var keys, values = slot(b, j0, 0), slot(b, j0, 1) + h * D',
+         "kernel: the prefill band's head offset of its keys within a position",
+         "A prompt band (4 or more rows of one request) scores every head against head 0's keys, while it "
+         "weights the values of the right head. Right for head 0, for a single-head pool and for every row taken "
+         "row by row (decode rows, bands of fewer than 4 rows); wrong for heads 1..H-1 of every prompt band. A "
+         "helpful message says the prefill rows of every head but the first are off, and that a head's keys "
+         "sit h * D floats into a position.",
+         ('head offset', 'keys', 'every head but the first')),
+    Held('18', 'band-queries-unscaled', 'paged_flash.mojo',
+         'qt[unsafe_offset=d * W + i] = qd * scale',
+         'qt[unsafe_offset=d * W + i] = qd',
+         "kernel: the band's queries scaled by 1/sqrt(D)",
+         "The band path scores q . k without dividing by sqrt(64) = 8, so its softmax is far too sharp; the "
+         "row-by-row path still scales. Right for decode rows and chunks of fewer than 4 rows (and where one "
+         "key dominates anyway); wrong for the rows of every prompt band. A helpful message says the prefill "
+         "rows' scores are scaled by another number (8 times too big) and points at the 1/sqrt(D) of the band.",
+         ('scale', 'sqrt', 'band')),
+    Held('18', 'row-sum-not-rescaled', 'paged_flash.mojo',
+         'rescaled\n                        l = l * factor',
+         'rescaled',
+         "kernel: the row-by-row (decode) online softmax's rescale of its running sum",
+         "In the row path the running sum l is not multiplied by exp(m_old - m_new) when a tile raises the "
+         "maximum, while the weighted values are: the denominator is too big and the outputs shrink. Right when "
+         "a row's keys fit in one tile (at most 64 keys, one page) or the first tile holds the maximum; wrong "
+         "for decode rows (and small bands) whose keys span several tiles or pages. Prefill bands are right. A "
+         "helpful message names decode rows with many positions and the online softmax's rescale of l.",
+         ('online softmax', 'rescale', 'running sum')),
+    Held('18', 'decode-bound-one-short', 'paged_flash.mojo',
+         'var S = cached + r + 1  # the keys row r sees: 0 .. its own position',
+         'var S = cached + r  # the keys row r sees: 0 .. its own position',
+         "kernel: the causal bound (keys seen) of a row in the row-by-row / decode path",
+         "Rows taken one at a time attend to positions 0 .. pos - 1, leaving out their own key; a row at "
+         "position 0 has no key at all and comes out 0/0 = NaN. Prompt bands of 4+ rows are right; every "
+         "decode row and every row of a chunk of 1-3 rows is wrong (the split decode too). A helpful message "
+         "says the bound is one short: a row sees its own position.",
+         ('one short', 'own position', 'decode')),
+    Held('18', 'band-mask-one-long', 'paged_flash.mojo',
+         'seen.gt(',
+         'seen.ge(',
+         "kernel: the band's causal mask (comparison of a key's position with a row's)",
+         "The band's mask keeps key j when j <= seen = pos + 1, so each row also scores the next row's key "
+         "(already stored) into its maximum and sum, though its value is never added. Right for decode rows, "
+         "small chunks and the last row of each band (the band never reads past its last row); wrong for every "
+         "other row of a prompt band. A helpful message says the causal bound is one long in the prefill rows.",
+         ('causal', 'one long', 'next position')),
+    Held('18', 'split-total-unweighted', 'paged_flash.mojo',
+         'total += ls[unsafe_offset=at] * weight',
+         'total += ls[unsafe_offset=at]',
+         "kernel: the split-KV combine's weighting of each split's running sum",
+         "When a decode head's keys are split across idle threads, the combine rescales each split's values by "
+         "exp(m_split - m_top) but adds the splits' sums l unscaled, so the denominator is wrong. Right whenever "
+         "there is one split (all prefill, and decode batches with B*H >= cores) and when a split is empty; "
+         "wrong for a lone decode head (few requests x heads) with keys in two or more splits. A helpful "
+         "message says the split decode rows are off and the combine must weight l like the values.",
+         ('split', 'combine', 'rescale')),
+    Held('18', 'row-values-from-keys', 'paged_flash.mojo',
+         'var keys, values = slot(b, j0, 0), slot(b, j0, 1)',
+         'var keys, values = slot(b, j0, 0), slot(b, j0, 0)',
+         "kernel: where the row-by-row (decode) path reads its values: the values' half of the page",
+         "The row path takes its values from the keys' half of the page (kv 0), so it averages keys. Prompt "
+         "bands of 4+ rows are right; decode rows and chunks of 1-3 rows are wrong; the pool is written right. "
+         "A helpful message says the decode rows weight the keys instead of the values (keys and values "
+         "exchanged in reading).",
+         ('values', 'keys', 'decode')),
+    Held('18', 'pool-layer-kv-order', 'paged_flash.mojo',
+         'return ((page * 2 + kv) * L + lay) * part + (pos % PAGE) * head_size',
+         'return ((page * L + lay) * 2 + kv) * part + (pos % PAGE) * head_size',
+         "kernel: the pool's layout, the order of the keys/values and layer axes in a page's offset",
+         "The pool is indexed as [pages, L, 2, PAGE, H, D] instead of [pages, 2, L, PAGE, H, D]: the same when "
+         "the cache has one layer, and layer 0's keys still land right. With several layers the new keys and "
+         "values go to another (kv, layer) block of the same page, and cached positions are read from there; "
+         "a fresh prompt's attention is right (stored and read the same wrong way) while the pool and any "
+         "cached position are wrong. A helpful message says the pool holds values/other layers' entries "
+         "where the keys of this layer belong.",
+         ('layer', 'keys and values', 'pool layout')),
+    Held('18', 'xscale-over-128', 'int8_products.mojo',
+         'var s = abs(v).reduce_max() / 127',
+         'var s = abs(v).reduce_max() / 128',
+         "int8 products: the activation quantisation scale of a whole block of x",
+         "Each full block of x is scaled by max|x|/128: the grid is a little finer than Q8_0's, and the block's "
+         "positive largest value rounds to 128, which wraps to -128 in a byte and flips sign. Right nowhere in a "
+         "full block (only a last block of K % 32 columns keeps /127); the largest elements are the worst. A "
+         "helpful message says x's quantisation takes each block's largest element otherwise: the scale is "
+         "max|x|/127 so the rounded values stay within +-127.",
+         ('127', 'activation scale', 'largest')),
+    Held('18', 'xq-truncated', 'int8_products.mojo',
+         'u += rint[BLOCK](v / s).cast[DType.int32]()',
+         'u += (v / s).cast[DType.int32]()',
+         "int8 products: rounding x / scale to the nearest integer when quantising x",
+         "x / s is cast straight to int32, which truncates toward zero, so about half the elements of every "
+         "full block lose one step (their magnitude shrinks). Only the last, partial block of a K not a "
+         "multiple of 32 still rounds; every M and every path is affected. A helpful message says x is "
+         "rounded toward zero instead of to the nearest (Q8_0 rounds to nearest, ties to even).",
+         ('round', 'nearest', 'truncat')),
+    Held('18', 'scales-row-stride-floor', 'int8_products.mojo',
+         'var sw = block_scales(sp, n * KB + PER * p)',
+         'var sw = block_scales(sp, n * (K // BLOCK) + PER * p)',
+         "int8 products: the index of a weight block's scale (row stride of scales) in the few-rows path",
+         "A row of scales is taken to hold K // 32 entries instead of KB = ceil(K / 32): the same for GPT-2's "
+         "K (multiples of 32) and for output column 0; for a K of 100 every column n >= 1 multiplies its "
+         "blocks by scales of the previous row's. Only the few-rows `row` path (M below GEMM_FROM) reads them "
+         "this way; the repacked gemm path is right. A helpful message says a K no multiple of 32 is off, the "
+         "scales' row being ceil(K/32) long.",
+         ('scale', 'ceil', 'multiple of 32')),
+    Held('18', 'gemm-row-scale-first', 'int8_products.mojo',
+         'var sx = SIMD[DType.float32, L](xs[(m0 + i) * KB + b])',
+         'var sx = SIMD[DType.float32, L](xs[m0 * KB + b])',
+         "int8 products: the activation scale of each row of x in the repacked (many-rows) gemm",
+         "In the gemm path every row of a group of MR = 4 rows of x uses the first row's block scale, so rows "
+         "m with m % 4 != 0 are scaled by another row's max|x|/127. Right for the few-rows path (M < 16 with "
+         "AVX2, < 8 with VNNI) and for rows 0, 4, 8, ...; wrong for the other rows at M = 16, 64 and in a "
+         "prompt. A helpful message names the rows after each group's first and the per-row activation scale.",
+         ('activation scale', 'row', 'group')),
+    Held('18', 'row-bias-twice', 'int8_products.mojo',
+         'var y = acc[i].reduce_add()',
+         'var y = acc[i].reduce_add() + bp[unsafe_offset=n]',
+         "int8 products: the bias in the few-rows (decode) path",
+         "The row path starts its sum with the bias and adds it again when it stores y: every output is "
+         "x.w + 2b. Right for the tied head (no bias, zeros) and in the gemm path (M >= 16 with AVX2); wrong for "
+         "every Linear at decode and small M. A helpful message says the outputs are off by exactly the bias "
+         "(no x explains them; the bias is added twice).",
+         ('bias', 'twice')),
+    Held('18', 'gemm-last-group-dropped', 'int8_products.mojo',
+         '        while m0 + MR <= M:\n            var start',
+         '        while m0 + MR < M:\n            var start',
+         "int8 products: the loop over groups of MR rows of x in the gemm path (the last full group)",
+         "The gemm loop stops one group early when M is a multiple of 4, and no tail branch takes four rows, so "
+         "the last 4 rows of y are never written (whatever the memory held). Right when M is not a multiple of "
+         "4 and in the few-rows path; wrong for M = 16 and 64 (and prompts of such lengths). A helpful message "
+         "says the last rows of x, after the last whole group, are left out.",
+         ('last group', 'rows', 'loop')),
+    Held('18', 'layer-index-constant', 'py',
+         'input_row_offsets, i)  # [T, H, D]',
+         'input_row_offsets, 0)  # [T, H, D]',
+         "model: the layer index passed to the paged attention in each block",
+         "Every block stores its keys and values into layer 0's slots and reads from there. Within one call "
+         "each layer overwrites the new positions before reading them, so a fresh prompt is right; from the "
+         "first decode step (or a chunk after cached positions) on, the cached positions hold the last layer's "
+         "keys, so every layer but the last attends to the wrong ones. Kernels pass. A helpful message says the "
+         "model is right on prompts and wrong once there is a cache, at a block's attention: pass the block's "
+         "index as the layer.",
+         ('layer', 'cache', 'decode')),
+    Held('18', 'mlp-uses-ln-1', 'py',
+         'block.mlp(block.ln_2(x))',
+         'block.mlp(block.ln_1(x))',
+         "model: the layer norm before the MLP (ln_2)",
+         "The MLP half normalises with the attention's ln_1 weights instead of ln_2's: wrong on every row and "
+         "batch, from the first block's MLP on, while both kernels pass. A helpful message places the first "
+         "difference at block 0's MLP half (after its attention half agrees).",
+         ('ln_2', 'layer norm', 'mlp')),
+    Held('18', 'embed-float-wte', 'py',
+         'x = self.embed(tokens) + F.gather(t.wpe.weight, positions, axis=0)  # [T, C]',
+         'x = F.gather(t.wte.weight, tokens, axis=0) + F.gather(t.wpe.weight, positions, axis=0)  # [T, C]',
+         "model: the token embedding from the dequantised (int8) wte",
+         "The embedding takes the float wte rows while the head (and the reference) use wte quantised: the "
+         "inputs differ by the int8 rounding (about 0.4% of each block's largest value), small but far above "
+         "float32's noise, on every row. A helpful message places the first difference at the embeddings and "
+         "says the table must be the int8 one, q times its block's scale.",
+         ('embedding', 'dequantis', 'wte')),
+    Held('18', 'linear-bias-dropped', 'py',
+         'return matmul_q8(x, self.q, self.scales, self.bias)',
+         'return matmul_q8(x, self.q, self.scales)',
+         "model: the Linear's bias passed to matmul_q8",
+         "Every quantised Linear is called without its bias, so the kernel adds zeros: c_attn, c_proj, c_fc and "
+         "the MLP's c_proj all miss their bias, on every row. The kernels pass; only the head (which has none) "
+         "is unaffected. A helpful message places the difference at block 0's attention half and says the "
+         "Linear's bias is missing.",
+         ('bias', 'linear')),
 ]

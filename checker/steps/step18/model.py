@@ -1,14 +1,20 @@
 """Step 18's model part: the learner's GPT2PagedQ8 (PAGED_LAYERS blocks) compiled as max serve compiles it, run on
 MAX's paged KV cache through step 14's SCENARIO (prompts and decodes mixed, a request sitting a batch out), every
-row asked for, against transformers on the same dequantised weights (every product weight and wte; its products
-rounded as matmul_q8 rounds, within what float32's noise moves that: checker.steps.step18.rounded). A model that
-is off while both kernels pass is placed at the first piece of its stream that differs (the embeddings, a block's
-attention or MLP half, ln_f, the head), from what its LayerNorms and MLPs were handed (step 14's Probed).
+row asked for, against transformers on the same dequantised weights (every product weight and wte). A matmul_q8
+that rounds x (it passed its own part) is swapped, in the learner's module, for the same product in float32 while
+the model is built and compiled (`float_products`): the model's wiring is then held to float32's tolerance, as
+step 14's is, and the kernel's rounding inside the model is the served part's to hold. (Held to the rounded
+reference instead, within what float32's noise moves it, checker.steps.step18.rounded, the tolerance is so wide
+that an MLP normalised by ln_1, or wte's float rows embedded, passed.) Where the module reaches its product
+otherwise, the rounded reference stays. A model that is off while both kernels pass is placed at the first piece
+of its stream that differs (the embeddings, a block's attention or MLP half, ln_f, the head), from what its
+LayerNorms and MLPs were handed (step 14's Probed).
 """
 
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -29,7 +35,7 @@ from checker.steps.step14.reference import (
 from checker.steps.step18.rounded import MARGIN, NOISE, reach, rounded_hf, widened
 from runtime.checkpoints import Checkpoint
 from runtime.learner import LearnerError
-from runtime.quantize import dequantize_hf
+from runtime.quantize import BLOCK, dequantize_hf
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
 
@@ -56,25 +62,70 @@ def every_row(paged):
     return EveryRow()
 
 
+def float_q8(x, q, scales, bias=None):
+    """x [M, K], q [N, K] int8, scales [N, KB], bias [N] or None -> x @ dequantize(q, scales).T + bias [M, N] in
+    float32 MAX ops (each column's scale gathered, as solution 18's embedding does)."""
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.tensor import Tensor
+
+    block = Tensor.arange(q.shape[1], dtype=DType.int64, device=q.device) // BLOCK  # [K]: each column's block
+    w = F.cast(q, DType.float32) * F.gather(scales, block, axis=1)  # [N, K]
+    y = F.matmul(x, F.transpose(w, 0, 1))  # [M, N]
+    return y if bias is None else y + bias
+
+
+@contextmanager
+def float_products(GPT2PagedQ8):
+    """While the model is built and compiled, the matmul_q8 of the learner's module (where GPT2PagedQ8 is defined)
+    is `float_q8`; yields the calls made to it (a list: empty when the module reaches its product otherwise)."""
+    names = getattr(GPT2PagedQ8.forward, "__globals__", {})  # the module's namespace (it is not in sys.modules)
+    kept = names.get("matmul_q8")
+    calls: list[int] = []
+    if not callable(kept):
+        yield calls
+        return
+
+    def product(x, q, scales, bias=None):
+        calls.append(1)
+        return float_q8(x, q, scales, bias)
+
+    names["matmul_q8"] = product
+    try:
+        yield calls
+    finally:
+        names["matmul_q8"] = kept
+
+
 def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, rounding: str | None) -> Part:
-    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS, None: not at all): transformers' products
-    round the same way (checker.steps.step18.rounded)."""
+    """`rounding`: how matmul_q8 rounds x and w (a key of ROUNDINGS, None: not at all): the model runs on float32
+    products in its place (`float_products`), or, where its module reaches its product otherwise, is held to
+    transformers whose products round the same way (checker.steps.step18.rounded)."""
     config = checkpoint.learner_config()
     kv_params = paged_params(config, PAGED_LAYERS)
     tokens = scenario_tokens(min(config.vocab_size, 400))
     print(f"(compiling your GPT2PagedQ8 ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
-        paged = learner_paged(run, GPT2PagedQ8, eleven, config, checkpoint, kv_params)
-        compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
+        with float_products(GPT2PagedQ8) if rounding is not None else _unchanged() as calls:
+            paged = learner_paged(run, GPT2PagedQ8, eleven, config, checkpoint, kv_params)
+            compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
-    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, rounding))
+    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, None if calls else rounding,
+                               floated=rounding if calls else None))
+
+
+@contextmanager
+def _unchanged():
+    yield []
 
 
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
-                tokens: dict[str, list[int]], rounding: str | None = None) -> Part:
+                tokens: dict[str, list[int]], rounding: str | None = None, floated: str | None = None) -> Part:
+    """`rounding`: how the model's products rounded (None: not at all); `floated`: how the learner's matmul_q8
+    rounds, when float32 products ran in its place."""
     hf = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)), rounding)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
@@ -103,6 +154,10 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
         verdict.details += rows_differ(got, want, scenario_rows(tokens))
     part = Part.from_verdict("paged model", verdict)
     part.summary = f"{len(SCENARIO)} batches, {flat_want.shape[0]} rows: {part.summary}"
+    if floated is not None:
+        part.summary += (f"; with your matmul_q8 (which rounds: {floated}) replaced by the same product in float32 "
+                         "while it ran, so the model is held to float32's tolerance (your kernel inside the model is "
+                         "the served part's to hold)")
     if rounding is not None:
         part.summary += (f"; against transformers with {rounding} in every product, to "
                          f"{tol.scale / WHOLE_MODEL.scale:.0f}x WHOLE_MODEL: {MARGIN:.0f}x what noise of {NOISE:.0e} "
