@@ -256,8 +256,8 @@ def test_products_off_where_nobody_listed_are_told_by_what_the_off_ones_share(of
 
 def test_products_off_on_few_rows_only_are_read_against_the_rounding_the_many_hold():
     """The bias added twice on the path for few rows (M < 16), the products of 16 rows and more exact to x in int8
-    per block: the smallest products are the mistake, so the rounding is found on a larger one, and the 16-row
-    products are not counted off."""
+    per block: the smallest products are the mistake, so the rounding is found on a larger one, the 16-row
+    products are not counted off, and the off ones are read as those of few rows."""
     inputs = product_arrays()
     results = {}
     for name, M, K, N in product_cases():
@@ -267,6 +267,7 @@ def test_products_off_on_few_rows_only_are_read_against_the_rounding_the_many_ho
     part, _ = judge_products(inputs, results)
     assert part.status == FAIL and part.summary.startswith("off on 6 of 9 products, the others equal (to float32's "
                                                            "noise) to the product with x in int8"), _said(part)
+    assert "off only among the products of fewer than 16 rows of x" in _said(part), _said(part)
 
 
 def _x_int8(x: np.ndarray, divisor: float, to_int=np.round) -> tuple[np.ndarray, np.ndarray]:
@@ -365,9 +366,9 @@ def test_solution_passes_with_margin(checkpoints, record_property, step_folder):
 @pytest.mark.heavy
 def test_a_model_off_outside_the_kernels_is_placed_at_its_piece(checkpoints, step_folder, monkeypatch):
     """GPT2PagedQ8 adding wpe's first row to every row (its positions times 0): both kernels pass, the paged model
-    does not, and the report places it at the embeddings. (A subtler one, wte's float rows embedded while the head
-    reads the int8 table, 0.4% of an element, is inside what the solution's bfloat16 products move the model: a
-    model whose products round is held to its rounding's reach, rounded.py.)"""
+    does not, and the report places it at the embeddings; the model runs on float32 products in place of the
+    solution's rounding ones (subtler ones, wte's float rows embedded, 0.4% of an element, are
+    tests/held_out_kernels.py's)."""
     monkeypatch.setenv("GPT2_CHECK_SERVE", "0")
     path = step_folder / "step_18.py"
     path.write_text(mutate(solution_source("18"), "F.gather(t.wpe.weight, positions, axis=0)",
@@ -377,6 +378,7 @@ def test_a_model_off_outside_the_kernels_is_placed_at_its_piece(checkpoints, ste
     part = report.part("paged model")
     assert report.part("attention").status == PASS and part.status == FAIL, report.render()
     assert "the embeddings" in _said(part) and "int8 table" in _said(part), report.render()
+    assert "replaced by the same product in float32" in part.summary, report.render()
 
 
 def test_stores_at_the_rows_batch_index_are_told_by_the_pool():

@@ -9,11 +9,12 @@ Parts:
                  their positions, nothing else touched: not another layer, not a shared prefix's pages)
   products       matmul_q8 on M = 1 .. 64 rows of GPT-2's shapes, against x @ dequantize(q, scales).T + b; a kernel
                  whose every product equals (to float32's noise) the product with x and w rounded one way of
-                 ROUNDINGS (bfloat16, int8 per block of 32) passes, and the parts after it are held to that rounding
+                 ROUNDINGS (bfloat16, int8 per block of 32) passes, and the server is held to that rounding
   paged model    GPT2PagedQ8 (2 blocks) compiled as max serve compiles it, on MAX's paged cache through step 14's
-                 batches of prompts and decodes, against transformers on the same dequantised weights (its products
-                 rounded as the kernel's, within what float32's noise moves that: checker.steps.step18.rounded); a
-                 model off while the kernels pass is placed at the first piece of its stream that differs
+                 batches of prompts and decodes, against transformers on the same dequantised weights to float32's
+                 tolerance (a rounding matmul_q8 swapped for the same product in float32 while it runs:
+                 checker.steps.step18.model); a model off while the kernels pass is placed at the first piece of its
+                 stream that differs
   served         GPT2PagedQ8 under a real `max serve` on 127.0.0.1 (`pixi run serve --fast`): 16 concurrent
                  requests of different lengths, each transformers' greedy ids on the same dequantised weights (a
                  rounding kernel's: up to ties float32's noise decides, measured), then step 14's serving checks

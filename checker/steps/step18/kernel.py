@@ -196,6 +196,11 @@ PRODUCT_RULES = [
           within="right on every product of {k} rows of x or fewer; off only on products of more ({off} of their "
           "{above} outputs): what your kernel does only for more than {k} rows (a way through the weights of its "
           "own, a later group of rows of x)"),
+    *(Rule(lambda f, k=k: f["M"] < k, f"off {said} the products of fewer than {k} rows of x, every product of {k} "
+           "or more right: what your kernel does only for few rows (its way through the weights for them, as at "
+           "decode: a row of q streamed once for each group of rows of x)", within=within)
+      for within, said in ((False, "exactly on"), (True, "only among"))
+      for k in sorted({M for _, M, _, _ in product_cases()})[1:]),
 ]
 
 
@@ -248,14 +253,14 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
             worst = max(_margin(results[name][0], ways[0], *inputs[name]) for name in names)
             return Part("products", PASS, f"{cases}, each equal to the product with {ways[0]}: worst {worst:.2f} "
                         f"of allowed ({PRODUCT})", [
-                            "your kernel rounds what it multiplies: from here on the model and the server are held to "
-                            "transformers whose every product rounds the same way, within what float32's noise alone "
-                            "moves that reference (a rounded x is a step function of x: the book's step 18 says what "
-                            "it costs)"], margin=worst), ways[0]
+                            "your kernel rounds what it multiplies: the model's wiring is checked on float32 "
+                            "products in its place, and the server is held to transformers whose every product rounds "
+                            "the same way, within what float32's noise alone moves that reference (a rounded x is a "
+                            "step function of x: the book's step 18 says what it costs)"], margin=worst), ways[0]
         return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products, each equal (to float32's "
                     f"noise) to the product with {' or '.join(ways)}", [
                         *(f"  {name}: {rounded.get(name, 'nothing rounded')}" for name in names),
-                        "the model and the server are held to transformers rounding every product one way: round x "
+                        "the server is held to transformers rounding every product one way: round x "
                         "and w the same way for every M and K (one rounding, or none, in every path of the kernel)"],
                     None, verdicts[failing[0]].margin), None
     if not rounded:  # the smallest is a mistake; a larger one may round, the mistake in a path it does not take
