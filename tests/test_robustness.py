@@ -48,3 +48,25 @@ def test_code_stuck_outside_python_is_stopped(checkpoint, write_step):
     assert run.returncode == 1, run.stdout + run.stderr
     assert MACHINE["code stuck inside MAX (a compile that never ends)"].says in run.stdout
     assert "Traceback" not in run.stderr
+
+
+def test_a_kernel_stopped_by_its_time_limit_cuts_the_verdict_short(monkeypatch, tmp_path):
+    """A kernel's child process past its limit (a right kernel on a loaded machine can be) counts as a time limit
+    reached, as learner code stopped in this process does: the verdict is cut short and not kept, so a later
+    step's check does not remember the step as failing."""
+    import subprocess
+
+    import numpy as np
+
+    from checker.running import mojo
+    from runtime import learner
+
+    def slow(*args, timeout, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], timeout)
+
+    monkeypatch.setattr(mojo.subprocess, "run", slow)
+    before = learner.limits_hit()
+    with pytest.raises(learner.LearnerError, match="did not finish"):
+        mojo.run_kernel(tmp_path / "step_16.py", "matvec_q8", {"a case": [np.zeros(2, np.float32)]}, timeout=1.0,
+                        indices="")
+    assert learner.limits_hit() == before + 1

@@ -31,7 +31,7 @@ import numpy as np
 
 import runtime
 from checker.running.paged_graph import paged
-from runtime.learner import LearnerError, call, explain, import_step
+from runtime.learner import LearnerError, call, explain, import_step, limit_hit
 from runtime.paths import REPO
 from runtime.quantize import quantize
 
@@ -108,6 +108,7 @@ def run_kernel(path: Path, function: str, arrays: dict[str, list[np.ndarray]], *
             done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
                                   capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
         except subprocess.TimeoutExpired:
+            limit_hit()
             raise LearnerError(f"your kernel did not finish the {len(arrays)} cases in {timeout:.0f} s (its build "
                                "included): a loop whose index never reaches its end?") from None
         error = Path(tmp) / "error.json"

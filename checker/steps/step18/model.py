@@ -14,7 +14,7 @@ LayerNorms and MLPs were handed (step 14's Probed).
 from __future__ import annotations
 
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -107,7 +107,7 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
     print(f"(compiling your GPT2PagedQ8 ({PAGED_LAYERS} blocks) as max serve compiles it: about a minute after a "
           "change on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
-        with float_products(GPT2PagedQ8) if rounding is not None else _unchanged() as calls:
+        with float_products(GPT2PagedQ8) if rounding is not None else nullcontext([]) as calls:
             paged = learner_paged(run, GPT2PagedQ8, eleven, config, checkpoint, kv_params)
             compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
         got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
@@ -115,11 +115,6 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
         return run.add(Part.from_error("paged model", e))
     return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, None if calls else rounding,
                                floated=rounding if calls else None))
-
-
-@contextmanager
-def _unchanged():
-    yield []
 
 
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,

@@ -206,7 +206,7 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
 
 def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
     """What the learner's output is, read from it: a variant that computes every case alone; else which rows are
-    off by what they share, a factor per row, and where NaN appears."""
+    off by what they share, a factor per row, where NaN appears, and the variant that computes the off rows."""
     names = [case.name for case in kernel_cases()]
     got = {name: results[name][0] for name in names}
     exchanged = variants(inputs)
