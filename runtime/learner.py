@@ -253,8 +253,7 @@ def _time_limit(timeout: float, doing: str):
     try:
         yield
     except _Timeout:
-        global _limits_hit
-        _limits_hit += 1
+        limit_hit()
         loc = _learner_line(sys.exc_info()[2])
         at = f"\n    at {loc[0]}: {loc[1]}" if loc else ""
         raise LearnerError(

@@ -16,6 +16,8 @@ pages.
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read, variant_of_rows
@@ -102,20 +104,16 @@ def variants(inputs: dict) -> list[Variant]:
     """The reference with its inputs exchanged, each as the kernel would then compute it (stores included); each
     case computed once."""
     def v(says, **changed):
-        done = {}
-
+        @cache
         def compute(name):
-            if name in done:
-                return done[name]
             q, k, v_, blocks, cl, lookup, offsets, layer = inputs[name]
             args = {"q": q, "k": k, "v": v_, "cl": cl, "lookup": lookup, "layer": int(layer[0])}
             args.update({key: f(args) for key, f in changed.items()})
             after = stored(args["k"], args["v"], blocks, args["cl"], args["lookup"], offsets, args["layer"])
             read_layer = args.get("read_layer", args["layer"])
             lo, hi = args.get("bound", (lambda p, end: 0, lambda p, end: p + 1))
-            done[name] = attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
-                                scale=args.get("scale"), read=args.get("read"))
-            return done[name]
+            return attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
+                          scale=args.get("scale"), read=args.get("read"))
         return Variant(says, compute)
 
     def head_0(a):  # every head's numbers those of head 0

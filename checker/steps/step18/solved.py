@@ -85,10 +85,8 @@ def _signless(name: str, x: np.ndarray, w: np.ndarray, y: np.ndarray, b: np.ndar
     kept = np.abs(z) > ROUNDED[1][2](x)
     if not kept.any():
         return None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = z[kept] / x[kept]
-    each = (f" (|w| times {np.median(c):.3g} times the element's value)"
-            if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2) else "")
+    c = _ratio(z[kept], x[kept])
+    each = f" (|w| times {c:.3g} times the element's value)" if c is not None else ""
     return (f"the x your kernel multiplied, solved from its outputs on {name}: at {int(kept.sum())} of its "
             f"{kept.size} elements ({_where(kept, x)}) the product does not follow w's sign{each}: what your kernel "
             "makes of those elements of x (their rounding to int8 and its range -128 .. 127: where x takes w's sign, "
@@ -127,8 +125,12 @@ def _factor(solved: np.ndarray, x: np.ndarray) -> str:
     """', each read as c times its value' when one c fits every off element (1%); ', each read as 0'."""
     if np.allclose(solved, 0, atol=1e-6 * max(np.abs(x).max(), 1e-30)):
         return ", each read as 0"
+    c = _ratio(solved, x)
+    return f", each read as {c:.3g} times its value" if c is not None else ""
+
+
+def _ratio(a: np.ndarray, x: np.ndarray) -> float | None:
+    """The one c with a = c x on every element (within 1% of their median), or None."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        c = solved / x
-    if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2):
-        return f", each read as {np.median(c):.3g} times its value"
-    return ""
+        c = a / x
+    return float(np.median(c)) if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2) else None
