@@ -7,7 +7,8 @@ requests to each, in one run.
                   llama.cpp tree given as --llama-cpp SOURCE), --parallel 16, continuous batching, a thread a CPU
     transformers  GPT2LMHeadModel.generate, `streams` prompts in one batch (bench/serve.py's)
 
-At each number of streams S and prompt length P: a warm-up round of S requests, then 2 x S requests, S in flight at
+At each number of streams S and prompt length P: a warm-up round of S requests, then measured(S) requests (2 x S,
+at least MEASURED_AT_LEAST: one stream is timed over more than two requests), S in flight at
 any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones, greedy, no EOS stop; tokens/s,
 time to first token p50 and per-token p99 (bench/serve.py's summary). Every served text is compared with
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
@@ -51,6 +52,12 @@ FULL = Load(streams=(1, 4, 16, 32), prompt_tokens=(32, 512), new_tokens=64)
 TINY = Load(streams=(1, 2), prompt_tokens=(8,), new_tokens=8)  # the machinery, quickly
 PARALLEL = 16  # llama-server's slots
 MEMORY_AT = 16  # the level after which each server's peak memory is read
+MEASURED_AT_LEAST = 8  # requests measured at every level
+
+
+def measured(streams: int) -> int:
+    """How many requests are measured at `streams` in flight, after the warm-up round."""
+    return max(2 * streams, MEASURED_AT_LEAST)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -132,7 +139,7 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])
     ids = whole_characters(tokenizer, vocab)
-    work = {(length, s): prompts(ids, 3 * s, length, seed=length * 100 + s)
+    work = {(length, s): prompts(ids, s + measured(s), length, seed=length * 100 + s)
             for length in load.prompt_tokens for s in load.streams}
     torch.set_grad_enabled(False)
     hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
@@ -177,8 +184,8 @@ def report(result: dict) -> str:
     names = [n for n in ("step 18", "step 14", "llama.cpp", "transformers") if n in result["results"]]
     lines = [f"{m['processor']} ({', '.join(m['vector_extensions']) or 'no vector extensions listed'}), {m['cpus']} "
              f"CPUs; {result['model']}",
-             f"Each request: its prompt's ids, {load['new_tokens']} new tokens, greedy; a warm-up round, then 2 x "
-             "streams requests, streams in flight", "",
+             f"Each request: its prompt's ids, {load['new_tokens']} new tokens, greedy; a warm-up round, then "
+             f"2 x streams requests (at least {MEASURED_AT_LEAST}), streams in flight", "",
              "| prompt | streams | " + " | ".join(f"{n} tokens/s" for n in names) + " | step 18 / llama.cpp | "
              "step 18 / transformers | TTFT p50 (ms) | per-token p99 (ms) |",
              "| --- " * (len(names) + 6) + "|"]

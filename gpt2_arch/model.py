@@ -31,7 +31,7 @@ from max.experimental.tensor import Tensor
 from max.nn.kv_cache import KVCacheInputsPerDevice
 from max.pipelines.architectures.llama3_modulev3.batch_processor import Llama3ModuleV3BatchProcessor
 from max.pipelines.context import TextContext
-from max.pipelines.lib import ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
+from max.pipelines.lib import ModelOutputs, ModuleV3Outputs, ModuleV3PipelineModelWithKVCache
 from max.pipelines.lib.log_probabilities import LogProbabilitiesMixin
 from safetensors.numpy import load_file
 
@@ -149,6 +149,14 @@ class GPT2PipelineModel(LogProbabilitiesMixin, ModuleV3PipelineModelWithKVCache[
         types = self._get_compile_input_types(model_config)
         self._wire_batch_processor(served, model_config)
         return served.compile(*types)
+
+    def execute(self, model_inputs) -> ModelOutputs:
+        """The compiled graph on MAX's own input buffers, in the order it was compiled with, its outputs left as
+        the buffers they are: MAX's execute checks each argument and wraps each output in a Tensor every step
+        (about a millisecond of a step on 2 cores)."""
+        outputs = tree.unflatten(self.model.out_tree, self.model.execute_raw(*model_inputs.buffers))
+        return ModelOutputs(logits=outputs.logits, next_token_logits=outputs.next_token_logits,
+                            logit_offsets=outputs.logit_offsets)
 
     def prepare_initial_token_inputs(self, replica_batches, kv_cache_inputs=None, return_n_logits: int = 1):
         """MAX's inputs for a batch, return_n_logits saying whether a request wants its prompt's rows scored."""

@@ -9,6 +9,8 @@ returns, over the tokenizer's ids (MAX's sampler bounds its ids the same way).
 A batch takes that way only when every request in it is plainly greedy: top_k 1, no penalties, no
 minimum of new tokens, no logits processors, no structured output, no candidate labels to score, and no
 log-probabilities asked for. Any other batch is MAX's own step, unchanged.
+
+GPT-2 reads no images or video: the scheduler's per-step questions about their encoders get None at once.
 """
 
 from __future__ import annotations
@@ -41,3 +43,12 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
         for context in batch:
             self._kv_manager.step(context)
         return responses
+
+    def batch_vision_metrics(self) -> None:
+        """None: GPT-2 encodes no images. (The scheduler asks every step; MAX's own answer checks the model
+        against a runtime Protocol each time.)"""
+        return None
+
+    def batch_video_metrics(self) -> None:
+        """None: GPT-2 encodes no video."""
+        return None
