@@ -113,6 +113,10 @@ class ServerError(Exception):
     """The server did not start; the message holds the last lines it printed."""
 
 
+class ServerTimeout(ServerError):
+    """The server was still starting at its time limit (a cold compile on a loaded machine can take that long)."""
+
+
 class Server:
     def __init__(self, step14: Path, checkpoint_dir: Path, *, port: int | None = None, limit: float = START_LIMIT,
                  log: Path | None = None, quiet: bool = False, max_batch_size: int = 16):
@@ -168,7 +172,7 @@ class Server:
                 raise ServerError(f"max serve stopped (exit code {self.process.returncode}) before it was ready:\n"
                                   + self.tail())
             if elapsed > self.limit:
-                raise ServerError(f"max serve was not ready after {self.limit:.0f} s:\n" + self.tail())
+                raise ServerTimeout(f"max serve was not ready after {self.limit:.0f} s:\n" + self.tail())
             if self.ready():
                 if not self.quiet:
                     done = f"(max serve is ready after {elapsed:.0f} s)"

@@ -70,3 +70,41 @@ def test_a_kernel_stopped_by_its_time_limit_cuts_the_verdict_short(monkeypatch, 
         mojo.run_kernel(tmp_path / "step_16.py", "matvec_q8", {"a case": [np.zeros(2, np.float32)]}, timeout=1.0,
                         indices="")
     assert learner.limits_hit() == before + 1
+
+
+@pytest.mark.parametrize("late", ["start", "request", "a server that stopped"])
+def test_a_server_past_its_time_limit_cuts_the_verdict_short(monkeypatch, tmp_path, late):
+    """max serve still starting at its limit, or a request past the client's, counts as a time limit reached (a
+    cold compile on a loaded machine can take that long): the served part fails and the verdict is not kept. A
+    server that stopped is a failure, kept."""
+    from types import SimpleNamespace
+
+    import httpx
+    import openai
+
+    from checker.reporting.report import FAIL
+    from checker.steps.step14 import served
+    from runtime import learner, server
+
+    class Started:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            if late == "start":
+                raise server.ServerTimeout("max serve was not ready after 900 s:\n(compiling)")
+            if late == "a server that stopped":
+                raise server.ServerError("max serve stopped (exit code 1) before it was ready:\nTraceback")
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    def checks(started, checkpoint):
+        raise openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:1/v1/completions"))
+
+    monkeypatch.setattr(served, "Server", Started)
+    before = learner.limits_hit()
+    part = served.served_part(tmp_path / "step_14.py", SimpleNamespace(path=tmp_path), checks)
+    assert part.status == FAIL
+    assert learner.limits_hit() == before + (late != "a server that stopped")

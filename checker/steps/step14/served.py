@@ -17,7 +17,8 @@ from checker.reporting.compare import DECODE, Tolerance, compare
 from checker.reporting.report import FAIL, PASS, Part
 from checker.steps.step14.reference import PAGED_LAYERS, hf_model
 from runtime.checkpoints import Checkpoint
-from runtime.server import MODEL, Server, ServerError, same_text
+from runtime.learner import limit_hit
+from runtime.server import MODEL, Server, ServerError, ServerTimeout, same_text
 
 # torch, transformers and openai are imported inside the functions that use them: importing them takes seconds.
 
@@ -240,8 +241,14 @@ def served_part(path: Path, checkpoint: Checkpoint, checks=serving_checks, repor
             timing = report(server) if report else None
             started = server.started_in
     except ServerError as e:
+        if isinstance(e, ServerTimeout):
+            limit_hit()  # a time limit, as for code stopped by one: the verdict is not kept (a loaded machine)
         return Part("served", FAIL, "max serve of your model did not start", str(e).splitlines()[-12:])
     except Exception as e:  # noqa: BLE001 - a request that failed outright
+        from openai import APITimeoutError
+
+        if isinstance(e, APITimeoutError):
+            limit_hit()
         return Part("served", FAIL, f"a request to max serve failed: {type(e).__name__}: {str(e)[:300]}")
     failed = [f"{what}: {said}" for what, ok, said in results if not ok]
     summary = f"{len(results) - len(failed)} of {len(results)} serving checks pass (server ready in {started:.0f} s)"
