@@ -14,6 +14,9 @@ time to first token p50 and per-token p99 (bench/serve.py's summary). Every serv
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
 the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
 reported, not required). The peak resident memory of each server's process tree is read after the 16-stream level.
+Every server is started first and the levels go one at a time, transformers and then each server in turn (the
+order turned by one a level): a level's figures are taken minutes apart, whatever the machine's neighbours do to its
+speed over the run.
 
     floor         solution 14 behind `max serve` on a GPT-2 of one layer of width 64 with the checkpoint's
                   vocabulary, one stream of the shortest prompts: what max serve takes a token around a graph
@@ -29,7 +32,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -105,20 +108,11 @@ def llama_server(binary: Path, gguf: Path, context: int):
             process.wait()
 
 
-def _levels(url: str, pid: int, load: Load, work: dict, expected: dict, tokenizer) -> tuple[list[dict], float]:
-    """Every (prompt length, streams) level against one server, and its peak memory after MEMORY_AT streams."""
-    rows, memory = [], float("nan")
-    for length in load.prompt_tokens:
-        for s in load.streams:
-            summary, runs = served_level(url, s, work[length, s], load.new_tokens)
-            same = sum(same_text(r.text, tokenizer.decode(e, skip_special_tokens=True))
-                       for r, e in zip(runs, expected[length, s]))
-            rows.append(dict(prompt_tokens=length, streams=s, same_text=same, **summary))
-            print(f"  {length}-token prompts, {s} streams: {summary['tokens_per_s']:.1f} tokens/s", file=sys.stderr,
-                  flush=True)
-            if s == MEMORY_AT:
-                memory = peak_rss_mb(pid)
-    return rows, memory
+def _level(url: str, length: int, streams: int, load: Load, work: dict, expected: list, tokenizer) -> dict:
+    """One (prompt length, streams) level against one server: its summary and how many texts are transformers'."""
+    summary, runs = served_level(url, streams, work[length, streams], load.new_tokens)
+    same = sum(same_text(r.text, tokenizer.decode(e, skip_special_tokens=True)) for r, e in zip(runs, expected))
+    return dict(prompt_tokens=length, streams=streams, same_text=same, **summary)
 
 
 def floor_checkpoint(checkpoint, folder: Path) -> Path:
@@ -132,50 +126,60 @@ def floor_checkpoint(checkpoint, folder: Path) -> Path:
 
 
 def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) -> dict:
-    """Every figure: transformers, then each server in turn, the same requests to each."""
+    """Every figure, the same requests to each: every server started first, then level by level transformers and
+    each server in turn (the order turned by one each level), so that a level's figures are minutes apart and a
+    machine that speeds up or slows down during the run moves them alike."""
     import torch
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
     vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])
     ids = whole_characters(tokenizer, vocab)
-    work = {(length, s): prompts(ids, s + measured(s), length, seed=length * 100 + s)
-            for length in load.prompt_tokens for s in load.streams}
+    levels = [(length, s) for length in load.prompt_tokens for s in load.streams]
+    work = {(length, s): prompts(ids, s + measured(s), length, seed=length * 100 + s) for length, s in levels}
     torch.set_grad_enabled(False)
     hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
-    results, expected = {"transformers": []}, {}
-    for (length, s), requests in work.items():
-        transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
-        rest = requests[s:]
-        summary, new = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
-                                          load.new_tokens)
-        expected[length, s] = new
-        results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **summary))
-        print(f"transformers, {length}-token prompts, {s} streams: {summary['tokens_per_s']:.1f} tokens/s",
-              file=sys.stderr, flush=True)
-    del hf
-    memory = {}
-    batch = max(load.streams)
     llama = {"reason": None}
     if source is None or binary is None or not Path(binary).is_file():
         llama["reason"] = "give --llama-cpp SOURCE (a llama.cpp tree) and --llama-server BINARY"
     elif NO_REPACK:
         llama["note"] = REPACK_NOTE
-    with tempfile.TemporaryDirectory() as tmp:
+    results: dict[str, list[dict]] = {"transformers": []}
+    memory: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
+        servers = {}  # name -> (url, pid)
         for name, step in (("step 18", "18"), ("step 14", "14")):
-            print(f"{name} under max serve:", file=sys.stderr, flush=True)
-            with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=batch) as server:
-                results[name], memory[name] = _levels(server.url, server.process.pid, load, work, expected, tokenizer)
-        print("max serve's floor (step 14 on a GPT-2 of one layer of width 64):", file=sys.stderr, flush=True)
-        floor = Load(streams=(1,), prompt_tokens=load.prompt_tokens[:1], new_tokens=load.new_tokens)
-        with Server(REPO / "solutions" / "solution_14.py", floor_checkpoint(checkpoint, Path(tmp) / "floor"),
-                    max_batch_size=1) as server:
-            results["floor"], _ = _levels(server.url, server.process.pid, floor, work, expected, tokenizer)
+            print(f"starting {name} under max serve:", file=sys.stderr, flush=True)
+            server = stack.enter_context(Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path,
+                                                max_batch_size=max(load.streams)))
+            servers[name] = server.url, server.process.pid
+        print("starting max serve's floor (step 14 on a GPT-2 of one layer of width 64):", file=sys.stderr, flush=True)
+        floor = stack.enter_context(Server(REPO / "solutions" / "solution_14.py",
+                                           floor_checkpoint(checkpoint, Path(tmp) / "floor"), max_batch_size=1))
         if gguf is not None:
-            print("llama.cpp's llama-server:", file=sys.stderr, flush=True)
-            with llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8) as (url, pid):
-                results["llama.cpp"], memory["llama.cpp"] = _levels(url, pid, load, work, expected, tokenizer)
+            print("starting llama.cpp's llama-server:", file=sys.stderr, flush=True)
+            servers["llama.cpp"] = stack.enter_context(
+                llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8))
+        for at, (length, s) in enumerate(levels):
+            requests = work[length, s]
+            transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
+            rest = requests[s:]
+            summary, expected = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
+                                                   load.new_tokens)
+            results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **summary))
+            said = [f"transformers {summary['tokens_per_s']:.1f}"]
+            names = list(servers)
+            for name in names[at % len(names):] + names[:at % len(names)]:
+                url, pid = servers[name]
+                row = _level(url, length, s, load, work, expected, tokenizer)
+                results.setdefault(name, []).append(row)
+                said.append(f"{name} {row['tokens_per_s']:.1f}")
+                if s == MEMORY_AT:
+                    memory[name] = peak_rss_mb(pid)
+            if (length, s) == (load.prompt_tokens[0], 1):  # the floor: one stream of the shortest prompts
+                results["floor"] = [_level(floor.url, length, s, load, work, expected, tokenizer)]
+            print(f"{length}-token prompts, {s} streams: {', '.join(said)} tokens/s", file=sys.stderr, flush=True)
     return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama)
 
 
