@@ -16,7 +16,7 @@ the float32 ids are the same on the stand-ins and GPT-2 for all but a few reques
 reported, not required). The peak resident memory of each server's process tree is read after the 16-stream level.
 Every server is started first and the levels go one at a time, transformers and then each server in turn (the
 order turned by one a level): a level's figures are taken minutes apart, whatever the machine's neighbours do to its
-speed over the run.
+speed over the run. While one is measured the other servers are stopped (SIGSTOP; an idle max serve polls its queue).
 
     floor         solution 14 behind `max serve` on a GPT-2 of one layer of width 64 with the checkpoint's
                   vocabulary, one stream of the shortest prompts: what max serve takes a token around a graph
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,6 +116,20 @@ def _level(url: str, length: int, streams: int, load: Load, work: dict, expected
     return dict(prompt_tokens=length, streams=streams, same_text=same, **summary)
 
 
+@contextmanager
+def alone(running: int | None, groups: list[int]):
+    """Every server's process group but `running`'s stopped (SIGSTOP) for the block, continued after: an idle max
+    serve polls its queue, ~12% of a CPU each on this machine's two."""
+    stopped = [g for g in groups if g != running]
+    for group in stopped:
+        os.killpg(group, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for group in stopped:
+            os.killpg(group, signal.SIGCONT)
+
+
 def floor_checkpoint(checkpoint, folder: Path) -> Path:
     """A GPT-2 of one layer, width 64 (one head of GPT-2's 64), the checkpoint's vocabulary and tokenizer."""
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
@@ -127,8 +142,8 @@ def floor_checkpoint(checkpoint, folder: Path) -> Path:
 
 def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) -> dict:
     """Every figure, the same requests to each: every server started first, then level by level transformers and
-    each server in turn (the order turned by one each level), so that a level's figures are minutes apart and a
-    machine that speeds up or slows down during the run moves them alike."""
+    each server in turn (the order turned by one each level, the others stopped meanwhile), so that a level's
+    figures are minutes apart and a machine that speeds up or slows down during the run moves them alike."""
     import torch
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
@@ -161,24 +176,28 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
             print("starting llama.cpp's llama-server:", file=sys.stderr, flush=True)
             servers["llama.cpp"] = stack.enter_context(
                 llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8))
+        groups = {pid: os.getpgid(pid) for pid in [*(pid for _, pid in servers.values()), floor.process.pid]}
         for at, (length, s) in enumerate(levels):
             requests = work[length, s]
-            transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
-            rest = requests[s:]
-            summary, expected = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
-                                                   load.new_tokens)
+            with alone(None, list(groups.values())):
+                transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
+                rest = requests[s:]
+                summary, expected = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
+                                                       load.new_tokens)
             results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **summary))
             said = [f"transformers {summary['tokens_per_s']:.1f}"]
             names = list(servers)
             for name in names[at % len(names):] + names[:at % len(names)]:
                 url, pid = servers[name]
-                row = _level(url, length, s, load, work, expected, tokenizer)
+                with alone(groups[pid], list(groups.values())):
+                    row = _level(url, length, s, load, work, expected, tokenizer)
                 results.setdefault(name, []).append(row)
                 said.append(f"{name} {row['tokens_per_s']:.1f}")
                 if s == MEMORY_AT:
                     memory[name] = peak_rss_mb(pid)
             if (length, s) == (load.prompt_tokens[0], 1):  # the floor: one stream of the shortest prompts
-                results["floor"] = [_level(floor.url, length, s, load, work, expected, tokenizer)]
+                with alone(groups[floor.process.pid], list(groups.values())):
+                    results["floor"] = [_level(floor.url, length, s, load, work, expected, tokenizer)]
             print(f"{length}-token prompts, {s} streams: {', '.join(said)} tokens/s", file=sys.stderr, flush=True)
     return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama)
 
