@@ -5,7 +5,7 @@ the mistake was first run), and the words, one of which a failing line must hold
 checks word it). tests/test_held_out_kernels.py makes each in a copy of the solution and runs the check.
 Of the 53 written for steps 15-17, one (np.tile for np.repeat in dequantize) was the catalogue's scales-tiled in
 other words and is left out. Step 18's 18 were written the same way, on an AVX2 CPU (its products' paths are
-that CPU's: the few-rows `row` below 16 rows, int8 x int8 with x taking w's sign). Run first, 3 passed (an MLP
+that CPU's: the few-rows `row` below 8 rows, int8 x int8 with x taking w's sign). Run first, 3 passed (an MLP
 normalised by ln_1, wte's float rows embedded, every bias dropped: the model was held to its rounded reference), 2
 were told wrongly or not at all (x scaled by max|x| / 128 read as "no x gives your outputs"; the scales' row
 stride on a K no multiple of 32 given no reading), and 4 were placed by the rows they were off on only, not by
@@ -586,16 +586,16 @@ HELD = [
          'var sx = SIMD[DType.float32, L](xs[m0 * KB + b])',
          "int8 products: the activation scale of each row of x in the repacked (many-rows) gemm",
          "In the gemm path every row of a group of MR = 4 rows of x uses the first row's block scale, so rows "
-         "m with m % 4 != 0 are scaled by another row's max|x|/127. Right for the few-rows path (M < 16 with "
-         "AVX2, < 8 with VNNI) and for rows 0, 4, 8, ...; wrong for the other rows at M = 16, 64 and in a "
-         "prompt. A helpful message names the rows after each group's first and the per-row activation scale.",
+         "m with m % 4 != 0 are scaled by another row's max|x|/127. Right for the few-rows path (M < 8) "
+         "and for rows 0, 4, 8, ...; wrong for the other rows at M = 16, 64 and in a prompt. A helpful message "
+         "names the rows after each group's first and the per-row activation scale.",
          ("their block's scale",)),
     Held('18', 'row-bias-twice', 'int8_products.mojo',
          'var y = acc[i].reduce_add()',
          'var y = acc[i].reduce_add() + bp[unsafe_offset=n]',
          "int8 products: the bias in the few-rows (decode) path",
          "The row path starts its sum with the bias and adds it again when it stores y: every output is "
-         "x.w + 2b. Right for the tied head (no bias, zeros) and in the gemm path (M >= 16 with AVX2); wrong for "
+         "x.w + 2b. Right for the tied head (no bias, zeros) and in the gemm path (M >= 8); wrong for "
          "every Linear at decode and small M. A helpful message says the outputs are off by exactly the bias "
          "(no x explains them; the bias is added twice).",
          ('the bias',)),

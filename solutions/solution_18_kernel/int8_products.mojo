@@ -39,7 +39,7 @@ comptime OFFSET = 128 if VNNI else 0  # added to x's int8 (vpdpbusd's x is unsig
 comptime GROUPS = BLOCK // 4  # a block's columns, 4 a lane
 comptime NT = 2 * L  # rows of q per tile (matmul_q8's too): it stays in the core's cache; two vectors of outputs
 comptime MR = 4  # rows of x per row or gemm call (a last call of fewer)
-comptime GEMM_FROM = 8 if VNNI else 16  # from this many rows of x on, the tile is repacked once for them all
+comptime GEMM_FROM = 8  # from this many rows of x on, the tile is repacked once for them all
 comptime AHEAD = 4096  # bytes of q asked for before they are read
 
 
@@ -227,7 +227,7 @@ def gemm[mr: Int](yp: UnsafePointer[Float32, MutAnyOrigin], xu: UnsafePointer[UI
         comptime for i in range(mr):
             comptime for h in range(2):
                 d[2 * i + h] = cp.unsafe_load[width=L](b * NT + h * L)
-        comptime for g in range(GROUPS):
+        for g in range(GROUPS):  # a loop, not unrolled: AVX2's 16 registers then hold the sums, not the stack
             var w0 = bitcast[DType.int8, 4 * L](wp.unsafe_load[width=L]((b * GROUPS + g) * NT))
             var w1 = bitcast[DType.int8, 4 * L](wp.unsafe_load[width=L]((b * GROUPS + g) * NT + L))
             comptime for i in range(mr):  # x's 4 columns of this group, in every lane
