@@ -587,7 +587,7 @@ HELD = [
          "int8 products: the activation scale of each row of x in the repacked (many-rows) gemm",
          "In the gemm path every row of a group of MR = 4 rows of x uses the first row's block scale, so rows "
          "m with m % 4 != 0 are scaled by another row's max|x|/127. Right for the few-rows path (M < 8) "
-         "and for rows 0, 4, 8, ...; wrong for the other rows at M = 16, 64 and in a prompt. A helpful message "
+         "and for rows 0, 4, 8, ...; wrong for the other rows at M = 13, 16, 64 and in a prompt. A helpful message "
          "names the rows after each group's first and the per-row activation scale.",
          ("their block's scale",)),
     Held('18', 'row-bias-twice', 'int8_products.mojo',
