@@ -14,7 +14,8 @@ solution_18_kernel/ holds two custom ops for the batch MAX's serving stack hands
         at once, each weight read from memory once for all of them (`gpt2_matmul_q8`)
 
     GPT2PagedQ8(model, kv_params)   step 14's GPT2Paged with both: every Linear and the tied wte int8 (the
-        head's product and the embedding's rows, as llama.cpp's Q8_0 keeps its token table)
+        head's product and the embedding's rows, as llama.cpp's Q8_0 keeps its token table), and every
+        LayerNorm as MAX's one op (OneOpLayerNorm)
         forward(tokens [T], kv_collection, input_row_offsets [B+1], rows [R]) -> logits [R, V]
         (rows: which rows' next-token scores the server wants, each request's last, or every row for a
         prompt's log-probabilities)
@@ -36,6 +37,7 @@ from max.experimental.nn import Linear, Module
 from max.experimental.tensor import Tensor
 from max.graph import Graph, TensorType, ops
 
+from solutions.solution_03 import LayerNorm
 from solutions.solution_11 import GPT2LMHeadModel
 from solutions.solution_14 import ragged_positions
 from solutions.solution_16 import BLOCK, quantized
@@ -95,6 +97,19 @@ class BatchedQ8Linear(Module):
         return matmul_q8(x, self.q, self.scales, self.bias)
 
 
+class OneOpLayerNorm(Module):
+    """A LayerNorm's weight, bias and eps, as MAX's one layer_norm op: x [T, C] -> [T, C]. Step 03's seven ops
+    (two means, the centring, a square root, a division, the scale and shift) are seven small kernels for
+    every one of the 25 layer norms of a step; at one decode row that is about 1.4 ms of an 8 ms step on 2
+    cores (`bench --decode-split`'s "the rest")."""
+
+    def __init__(self, ln: LayerNorm):
+        self.weight, self.bias, self.eps = ln.weight, ln.bias, ln.eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, gamma=self.weight, beta=self.bias, epsilon=self.eps)
+
+
 class GPT2PagedQ8(Module):
     """A loaded GPT2LMHeadModel (step 11) for a ragged batch over MAX's paged cache, on your kernels."""
 
@@ -105,6 +120,8 @@ class GPT2PagedQ8(Module):
             for name, child in list(module.children):
                 if isinstance(child, Linear):
                     setattr(module, name, BatchedQ8Linear(child))
+                elif isinstance(child, LayerNorm):
+                    setattr(module, name, OneOpLayerNorm(child))
         self.head_q, self.head_scales = quantized(self.transformer.wte.weight)  # the tied head [V, C], int8
 
     def embed(self, tokens: Tensor) -> Tensor:

@@ -49,7 +49,7 @@ from steps.step_11 import GPT2LMHeadModel, load_hf_weights  # noqa: F401  (the s
 KERNEL = Path(__file__).with_name("step_18_kernel")  # your Mojo package: paged_flash.mojo and matmul_q8.mojo
 
 # TODO (imports): what else will you need? DType, MAX's graph ops (ops, Graph, TensorType), its functional ops
-#   and custom op module, Linear, step 14's ragged_positions and step 16's quantized.
+#   and custom op module, Linear, step 03's LayerNorm, step 14's ragged_positions and step 16's quantized.
 
 
 def paged_flash_attention(q: Tensor, k: Tensor, v: Tensor, kv_collection, input_row_offsets: Tensor,
@@ -74,6 +74,8 @@ class GPT2PagedQ8(Module):
         #   quantised (step 16's quantized), walking the modules as step 15's docstring says (children,
         #   descendants, setattr); quantise the tied head's weight too. kv_params is handed as to step 14's
         #   GPT2Paged, whose MAX attention needed it; your kernel reads the pool's shape from kv_collection.
+        #   For speed, swap every LayerNorm (step 03's) too, for MAX's one op on its own weight, bias and eps:
+        #   F.layer_norm(x, gamma=..., beta=..., epsilon=...) (the book's page says what it saves).
         raise NotImplementedError("step 18: GPT2PagedQ8.__init__")
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor, rows: Tensor) -> Tensor:
