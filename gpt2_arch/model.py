@@ -39,6 +39,7 @@ from gpt2_arch.config import GPT2ArchConfig
 from runtime.checkpoints import learner_config
 from runtime.files import MODEL_FILE
 from runtime.learner import LearnerError, import_step, imported_steps
+from runtime.threads import yield_to_host
 
 # huggingface_hub is imported inside the functions that use it: importing it takes seconds.
 
@@ -148,7 +149,9 @@ class GPT2PipelineModel(LogProbabilitiesMixin, ModuleV3PipelineModelWithKVCache[
         served = learner_model(self.kv_params, checkpoint_folder(self.pipeline_config.model.model_path))
         types = self._get_compile_input_types(model_config)
         self._wire_batch_processor(served, model_config)
-        return served.compile(*types)
+        compiled = served.compile(*types)
+        yield_to_host()  # the step's host work runs at once beside MAX's spinning threads (runtime/threads.py)
+        return compiled
 
     def execute(self, model_inputs) -> ModelOutputs:
         """The compiled graph on MAX's own input buffers, in the order it was compiled with, its outputs left as

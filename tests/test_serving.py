@@ -201,6 +201,38 @@ def test_only_a_plainly_greedy_request_skips_maxs_sampler():
         assert not plainly_greedy(context(**fields)), fields
 
 
+def _descendants(pid: int) -> list[int]:
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        out += (found := children.get(todo.pop(), []))
+        todo += found
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread priorities are read from Linux's /proc")
+def test_the_model_workers_runtime_threads_give_way_to_its_python(served):
+    """The process that runs the graph has MAX's runtime threads at runtime.threads.NICENESS and its Python (the
+    scheduler's thread) at the niceness it started with."""
+    from runtime.threads import NICENESS, runtime_threads
+
+    assert post(served, {"prompt": PROMPT, "max_tokens": 2})[0] == 200
+    lowered = {}
+    for pid in _descendants(served.process.pid):
+        tids = runtime_threads(pid)
+        niceness = [os.getpriority(os.PRIO_PROCESS, tid) for tid in tids]
+        if tids and all(n == NICENESS for n in niceness):
+            lowered[pid] = os.getpriority(os.PRIO_PROCESS, pid)
+    assert len(lowered) == 1, f"processes with every runtime thread at {NICENESS}: {lowered}"
+    assert list(lowered.values()) == [os.getpriority(os.PRIO_PROCESS, os.getpid())], lowered
+
+
 def test_a_stop_string_ends_the_text_before_it(served):
     """Whole and streamed, a list or one string, alone or among other prompts; asked again and again (MAX
     alone answered a whole request whose stop string matched with a 400 about half the time); an empty

@@ -1,0 +1,45 @@
+"""MAX's runtime threads give way to the host's Python in the process that serves a model.
+
+MAX runs a graph's ops on its own threads, one per core ("Thread0", "Thread1", ... in /proc), and between
+ops they spin rather than sleep. A served step also has host work around its graph (the scheduler's
+Python, the batch's inputs, the next tokens, the message to the API server's process), which on a CPU
+where those threads are all the cores shares a core with a spinning one. yield_to_host() lowers their
+priority (a niceness of NICENESS), so the host's threads and the API server, when they have work, get
+the core at once, and the runtime's keep every cycle no one else asks for.
+
+Linux only (a niceness is per thread there, set through the thread's id); elsewhere it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+NICENESS = 10  # a nice-0 thread then gets about nine tenths of a core it shares with a runtime thread
+_RUNTIME_THREAD = re.compile(r"\bThread\d+$")  # MAX 26.7's name for its runtime's threads
+
+
+def runtime_threads(pid: int | str = "self") -> list[int]:
+    """The ids of MAX's runtime threads in process `pid` ([] where /proc is not)."""
+    tids = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if _RUNTIME_THREAD.search(name):
+            tids.append(int(task.name))
+    return tids
+
+
+def yield_to_host() -> int:
+    """Lower the priority of this process's MAX runtime threads to NICENESS; the number of threads lowered."""
+    lowered = 0
+    for tid in runtime_threads():
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, max(NICENESS, os.getpriority(os.PRIO_PROCESS, tid)))
+            lowered += 1
+        except OSError:  # the thread ended meanwhile
+            continue
+    return lowered
