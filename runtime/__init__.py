@@ -16,6 +16,7 @@
 - `kernels`      a Mojo kernel folder handed to MAX at a path named by its content: compiled once
 - `eager_kernels` the course's eager kernels, compiled together by the checks' warm-up, loaded at once
 - `server`       `max serve` of a step 14 file, started and always stopped (`guard`, `mojo_modules`)
+- `threads`      MAX's spinning runtime threads lowered in priority, so the host's Python runs at once
 
 Call `setup()` once where a process starts, before MAX is imported.
 """

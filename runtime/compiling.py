@@ -31,6 +31,7 @@ import numpy as np
 from runtime.checkpoints import Checkpoint
 from runtime.loading import stored_tensors
 from runtime.paths import CACHE
+from runtime.threads import yield_to_host
 
 # Symbolic dimension names, by the meaning of an axis.
 BATCH, HEADS, SEQ, PAST = "batch", "heads", "seq", "past"
@@ -120,7 +121,9 @@ def session() -> OneAtATime:
     from max.driver import CPU
     from max.engine import InferenceSession
 
-    return OneAtATime(InferenceSession(devices=[CPU()]))
+    compiled = OneAtATime(InferenceSession(devices=[CPU()]))
+    yield_to_host()  # the decode loop's Python runs at once beside MAX's spinning threads (runtime/threads.py)
+    return compiled
 
 
 def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]) -> Compiled:

@@ -1,11 +1,12 @@
-"""MAX's runtime threads give way to the host's Python in the process that serves a model.
+"""MAX's runtime threads give way to the host's Python in a process that runs a compiled model.
 
 MAX runs a graph's ops on its own threads, one per core ("Thread0", "Thread1", ... in /proc), and between
-ops they spin rather than sleep. A served step also has host work around its graph (the scheduler's
-Python, the batch's inputs, the next tokens, the message to the API server's process), which on a CPU
-where those threads are all the cores shares a core with a spinning one. yield_to_host() lowers their
-priority (a niceness of NICENESS), so the host's threads and the API server, when they have work, get
-the core at once, and the runtime's keep every cycle no one else asks for.
+ops they spin rather than sleep. A step also has host work around its graph (a decode loop's next id and
+inputs; under `max serve` the scheduler's Python and the message to the API server's process), which on
+a CPU where those threads are all the cores shares a core with a spinning one. yield_to_host() lowers
+their priority (a niceness of NICENESS), so the host's threads, when they have work, get the core at
+once, and the runtime's keep every cycle no one else asks for. The compiled runs' session
+(runtime.compiling) and the served model's worker (gpt2_arch.model) call it once their session exists.
 
 Linux only (a niceness is per thread there, set through the thread's id); elsewhere it does nothing.
 """

@@ -1,6 +1,10 @@
 """runtime.compiling.Compiled: a call whose arguments have the dtypes and shapes of an earlier one goes to
 MAX's engine directly, with the same results as MAX's checked call; anything new is checked by MAX."""
 
+import os
+import threading
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -97,3 +101,15 @@ def test_a_graph_is_compiled_by_one_process_at_a_time(tmp_path, monkeypatch, cap
     release.set()
     first.join(20), same.join(20)
     assert order[3:] == ["graph X ends", "graph X starts", "graph X ends"], order
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread priorities are read from Linux's /proc")
+def test_the_sessions_runtime_threads_give_way_to_python(compiled):
+    """Once the compiled runs' session exists, MAX's runtime threads are at runtime.threads.NICENESS (they spin
+    between ops) and the Python thread that runs the decode loop is not."""
+    from runtime.threads import NICENESS, runtime_threads
+
+    tids = runtime_threads()
+    assert tids, "no MAX runtime thread (named ThreadN) found in this process"
+    assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in tids} == {NICENESS}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < NICENESS
