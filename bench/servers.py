@@ -40,7 +40,7 @@ from pathlib import Path
 from bench.llama import NO_REPACK, REPACK_NOTE, convert
 from bench.serve import prompts, served_level, transformers_level, whole_characters
 from runtime.paths import REPO, shown
-from runtime.server import Server, free_port, same_text
+from runtime.server import Server, descendants, free_port, same_text
 
 # torch, transformers and matplotlib are imported inside the functions that use them: importing them takes seconds.
 
@@ -66,16 +66,13 @@ def measured(streams: int) -> int:
 
 def peak_rss_mb(pid: int) -> float:
     """The largest peak resident memory (VmHWM) of `pid` and its descendants, in MB."""
-    peaks, todo = [], [pid]
-    while todo:
-        p = todo.pop()
+    peaks = []
+    for p in [pid, *descendants(pid)]:
         try:
             status = Path(f"/proc/{p}/status").read_text()
-            peaks += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM")]
-            todo += [int(c) for t in Path(f"/proc/{p}/task").iterdir()
-                     for c in (t / "children").read_text().split()]
         except OSError:
             continue
+        peaks += [int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmHWM")]
     return max(peaks, default=float("nan"))
 
 

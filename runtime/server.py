@@ -267,3 +267,17 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def descendants(pid: int) -> list[int]:
+    """The ids of `pid`'s processes below it, children first ([] where Linux's /proc is not)."""
+    found, todo = [], [pid]
+    while todo:
+        try:
+            children = [int(c) for t in Path(f"/proc/{todo.pop(0)}/task").iterdir()
+                        for c in (t / "children").read_text().split()]
+        except OSError:  # the process ended meanwhile
+            continue
+        found += children
+        todo += children
+    return found

@@ -1,6 +1,9 @@
 """The bench on a tiny GPT-2: solution 13's KV cache gives transformers' tokens, and a broken one is caught."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -361,3 +364,17 @@ def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_
     text = report(result)
     assert "one stream of 32-token prompts: 190.8 tokens/s, a token every 4.5 ms (p50)" in text, text
     assert "floor tokens/s" not in text, text
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from Linux's /proc")
+def test_peak_memory_counts_a_servers_children():
+    """A server's memory is in its worker, a grandchild: peak_rss_mb takes the largest of the whole tree."""
+    from bench.servers import peak_rss_mb
+
+    holder = subprocess.Popen(["bash", "-c", f"{sys.executable} -c \"b = bytearray(300 << 20); print(1, flush=True); "
+                               "input()\"; true"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "1"  # the grandchild holds its 300 MB
+        assert peak_rss_mb(holder.pid) >= 300
+    finally:
+        holder.communicate("\n", timeout=30)

@@ -29,7 +29,7 @@ import pytest
 
 from runtime.guard import GRACE
 from runtime.paths import REPO
-from runtime.server import MODEL, Server
+from runtime.server import MODEL, Server, descendants
 from tests.conftest import SERVED, one_server
 
 pytestmark = pytest.mark.xdist_group(SERVED)  # slow: tests/conftest.py (SLOW_FILES)
@@ -201,21 +201,6 @@ def test_only_a_plainly_greedy_request_skips_maxs_sampler():
         assert not plainly_greedy(context(**fields)), fields
 
 
-def _descendants(pid: int) -> list[int]:
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        out += (found := children.get(todo.pop(), []))
-        todo += found
-    return out
-
-
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread priorities are read from Linux's /proc")
 def test_the_model_workers_runtime_threads_give_way_to_its_python(served):
     """The process that runs the graph has MAX's runtime threads at runtime.threads.NICENESS and its Python (the
@@ -224,7 +209,7 @@ def test_the_model_workers_runtime_threads_give_way_to_its_python(served):
 
     assert post(served, {"prompt": PROMPT, "max_tokens": 2})[0] == 200
     lowered = {}
-    for pid in _descendants(served.process.pid):
+    for pid in descendants(served.process.pid):
         tids = runtime_threads(pid)
         niceness = [os.getpriority(os.PRIO_PROCESS, tid) for tid in tids]
         if tids and all(n == NICENESS for n in niceness):
