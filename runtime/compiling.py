@@ -121,9 +121,9 @@ def session() -> OneAtATime:
     from max.driver import CPU
     from max.engine import InferenceSession
 
-    compiled = OneAtATime(InferenceSession(devices=[CPU()]))
+    made = OneAtATime(InferenceSession(devices=[CPU()]))
     yield_to_host()  # the decode loop's Python runs at once beside MAX's spinning threads (runtime/threads.py)
-    return compiled
+    return made
 
 
 def compile_module(module, inputs: list[tuple[np.ndarray, tuple]]) -> Compiled:

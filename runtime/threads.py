@@ -34,13 +34,10 @@ def runtime_threads(pid: int | str = "self") -> list[int]:
     return tids
 
 
-def yield_to_host() -> int:
-    """Lower the priority of this process's MAX runtime threads to NICENESS; the number of threads lowered."""
-    lowered = 0
+def yield_to_host() -> None:
+    """Lower the priority of this process's MAX runtime threads to NICENESS (one already lower stays so)."""
     for tid in runtime_threads():
         try:
             os.setpriority(os.PRIO_PROCESS, tid, max(NICENESS, os.getpriority(os.PRIO_PROCESS, tid)))
-            lowered += 1
-        except OSError:  # the thread ended meanwhile
+        except OSError:  # the thread ended meanwhile, or this system refuses
             continue
-    return lowered
