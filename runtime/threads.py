@@ -3,15 +3,16 @@
 MAX runs a graph's ops on its own threads, one per core ("Thread0", "Thread1", ... in /proc), and between
 ops they spin rather than sleep. A step also has host work around its graph (a decode loop's next id and
 inputs; under `max serve` the scheduler's Python and the message to the API server's process), which on
-a CPU where those threads are all the cores shares a core with a spinning one. yield_to_host() puts them
-under Linux's SCHED_IDLE policy: they run on any cycle no other thread asks for, and a thread that wakes
-with work takes their core at once. A lower priority alone (a niceness) is not enough: the kernel lets a
-running thread finish its time slice before a woken one of higher priority, and the scheduler's Python,
-set aside several times a token (MAX's own polling thread wakes thousands of times a second), waited out
-a spinning thread's slice each time. The compiled runs' session (runtime.compiling) and the served
-model's worker (gpt2_arch.model) call it once their session exists.
+a CPU where those threads are all the cores shares a core with a spinning one. yield_to_host() lowers
+their priority (a niceness of NICENESS), so the host's threads get most of a core they share with one,
+and the runtime's keep every cycle no one else asks for. The compiled runs' session (runtime.compiling)
+and the served model's worker (gpt2_arch.model) call it once their session exists.
 
-Linux only (a policy is per thread there, set through the thread's id); elsewhere it does nothing.
+Not Linux's SCHED_IDLE, which would hand a woken thread the core at once: under it the runtime's threads
+get next to nothing while other programs keep the cores busy (step 14's server beside two busy processes
+gave 15 tokens/s at sixteen streams under SCHED_IDLE, 58 at niceness 10, 53 at 0; the performance page).
+
+Linux only (a niceness is per thread there, set through the thread's id); elsewhere it does nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import re
 from pathlib import Path
 
+NICENESS = 10  # a nice-0 thread then gets about nine tenths of a core it shares with a runtime thread
 _RUNTIME_THREAD = re.compile(r"\bThread\d+$")  # MAX 26.7's name for its runtime's threads
 
 
@@ -37,9 +39,9 @@ def runtime_threads(pid: int | str = "self") -> list[int]:
 
 
 def yield_to_host() -> None:
-    """Put this process's MAX runtime threads under SCHED_IDLE (no privilege needed: it lowers them)."""
+    """Lower the priority of this process's MAX runtime threads to NICENESS (one already lower stays so)."""
     for tid in runtime_threads():
         try:
-            os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, tid, max(NICENESS, os.getpriority(os.PRIO_PROCESS, tid)))
         except OSError:  # the thread ended meanwhile, or this system refuses
             continue
