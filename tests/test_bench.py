@@ -90,6 +90,28 @@ def test_the_mojo_kernel_computes_x_times_w_transposed():
     np.testing.assert_allclose(with_bias, want + b, atol=1e-5)
 
 
+def test_the_peak_loops_compute_the_products_they_time():
+    """bench.peak's loops (what `python -m bench.peak` times) give the sum of the products they claim, against
+    numpy over one pass of their 64 operand positions: nothing hoisted or left out by the compiler."""
+    from bench.machine import cpu
+    from bench.peak import loop_op
+
+    k = np.arange(64)
+    rng = np.random.default_rng(0)
+    floats = rng.uniform(0.5, 1.0, 1024).astype(np.float32)
+    p = 16 * k
+    w = floats[p[:, None] + np.arange(16)].astype(np.float64).sum(1)  # both weight vectors, each position
+    x = floats[p[:, None] + np.arange(6)].astype(np.float64).sum(1)  # the six broadcast words
+    np.testing.assert_allclose(loop_op(0, 64, floats), (x * w).sum(), rtol=1e-5)
+    if "avx2" in cpu()[1]:
+        data = rng.integers(-127, 128, 4096).astype(np.int8)  # as x's and q's int8 are
+        p = 64 * k
+        w = data[p[:, None] + np.arange(64)].reshape(64, 2, 32).astype(np.int64)  # [position, vector, byte]
+        x = data[p[:, None] + np.arange(16)].reshape(64, 4, 4).astype(np.int64)  # [position, word, byte]
+        want = np.einsum("kib,kvjb->", x, w.reshape(64, 2, 8, 4))  # each word times each 4 bytes of w
+        assert loop_op(1, 64, data.view(np.float32)) == np.float32(want)
+
+
 @pytest.mark.heavy  # a served model and transformers side by side: ~80 s, and the server slot waited for
 def test_serving_bench_on_a_tiny_load(tmp_path, server_slot):
     """`bench --serve --tiny`: a real max serve of solution 14 at 1 and 2 streams, transformers beside it."""
