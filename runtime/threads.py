@@ -9,8 +9,9 @@ and the runtime's keep every cycle no one else asks for. The compiled runs' sess
 and the served model's worker (gpt2_arch.model) call it once their session exists.
 
 Not Linux's SCHED_IDLE, which would hand a woken thread the core at once: under it the runtime's threads
-get next to nothing while other programs keep the cores busy (step 14's server beside two busy processes
-gave 15 tokens/s at sixteen streams under SCHED_IDLE, 58 at niceness 10, 53 at 0; the performance page).
+get next to nothing while other programs keep the cores busy (step 14's server beside a busy process per
+core served sixteen streams at 7.6 tokens/s under SCHED_IDLE, 51.5 at niceness 10 and 59.6 at 0, and alike
+alone: `python -m bench.threads`, the performance page).
 
 Linux only (a niceness is per thread there, set through the thread's id); elsewhere it does nothing.
 """
