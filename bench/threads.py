@@ -82,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"step {step}'s server, {name} ({', '.join(vectors)}), {os.cpu_count()} CPUs, {checkpoint.describe()}")
     rates: dict[tuple[str, int, int], list[float]] = {}
     with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=max(STREAMS)) as server:
-        tids = worker_threads(server)
+        try:
+            tids = worker_threads(server)
+        except RuntimeError as e:  # a system that refused to lower them (runtime.threads leaves them so)
+            print(e, file=sys.stderr)
+            return 2
         for at in range(args.rounds):
             for policy, (kind, niceness) in POLICIES.items():
                 try:
