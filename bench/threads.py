@@ -27,23 +27,14 @@ from bench.serve import prompts, served_level, whole_characters
 from runtime.checkpoints import checkpoint_for_command
 from runtime.paths import REPO
 from runtime.server import Server, descendants
-from runtime.threads import NICENESS, runtime_threads
+from runtime.threads import NICENESS, lowered
+
+# transformers is imported inside main: importing it takes seconds.
 
 POLICIES = {"niceness 0": (os.SCHED_OTHER, 0), f"niceness {NICENESS}": (os.SCHED_OTHER, NICENESS),
             "SCHED_IDLE": (os.SCHED_IDLE, 0)}
-# transformers is imported inside main: importing it takes seconds.
-
 STREAMS = (1, 16)
 PROMPT_TOKENS, NEW_TOKENS = 32, 32
-
-
-def worker_threads(server: Server) -> list[int]:
-    """The runtime threads of the process that runs the graph: the one whose runtime threads the worker lowered."""
-    for pid in descendants(server.process.pid):
-        tids = runtime_threads(pid)
-        if tids and all(os.getpriority(os.PRIO_PROCESS, tid) == NICENESS for tid in tids):
-            return tids
-    raise RuntimeError("no process of the server has its runtime threads at runtime.threads.NICENESS")
 
 
 def set_policy(tids: list[int], policy: int, niceness: int) -> None:
@@ -82,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"step {step}'s server, {name} ({', '.join(vectors)}), {os.cpu_count()} CPUs, {checkpoint.describe()}")
     rates: dict[tuple[str, int, int], list[float]] = {}
     with Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path, max_batch_size=max(STREAMS)) as server:
-        try:
-            tids = worker_threads(server)
-        except RuntimeError as e:  # a system that refused to lower them (runtime.threads leaves them so)
-            print(e, file=sys.stderr)
+        workers = lowered(descendants(server.process.pid))  # the process that runs the graph lowered its threads
+        if not workers:  # a system that refused (runtime.threads leaves them so)
+            print("no process of the server has its runtime threads at runtime.threads.NICENESS", file=sys.stderr)
             return 2
+        tids = next(iter(workers.values()))
         for at in range(args.rounds):
             for policy, (kind, niceness) in POLICIES.items():
                 try:

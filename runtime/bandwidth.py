@@ -24,15 +24,20 @@ import numpy as np
 from runtime.quantize import BLOCK
 
 
-def median_seconds(fn, repeats: int) -> float:
-    """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
+def run_seconds(fn, repeats: int) -> list[float]:
+    """The wall time of each of `repeats` runs of `fn()`, after one warm-up run."""
     fn()
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
         fn()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
+    return statistics.median(run_seconds(fn, repeats))
 
 
 def read_bandwidth(nbytes: int = 512 * 2**20, passes: int = 5, threads: int | None = None) -> float:

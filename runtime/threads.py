@@ -39,6 +39,19 @@ def runtime_threads(pid: int | str = "self") -> list[int]:
     return tids
 
 
+def lowered(pids: list[int]) -> dict[int, list[int]]:
+    """Of the processes `pids`, those whose MAX runtime threads are all at NICENESS: {pid: those threads' ids}."""
+    found = {}
+    for pid in pids:
+        tids = runtime_threads(pid)
+        try:
+            if tids and all(os.getpriority(os.PRIO_PROCESS, tid) == NICENESS for tid in tids):
+                found[pid] = tids
+        except OSError:  # a thread ended meanwhile
+            continue
+    return found
+
+
 def yield_to_host() -> None:
     """Lower the priority of this process's MAX runtime threads to NICENESS (one already lower stays so)."""
     for tid in runtime_threads():

@@ -205,17 +205,12 @@ def test_only_a_plainly_greedy_request_skips_maxs_sampler():
 def test_the_model_workers_runtime_threads_give_way_to_its_python(served):
     """The process that runs the graph has MAX's runtime threads at runtime.threads.NICENESS and its Python (the
     scheduler's thread) at the niceness it started with."""
-    from runtime.threads import NICENESS, runtime_threads
+    from runtime.threads import NICENESS, lowered
 
     assert post(served, {"prompt": PROMPT, "max_tokens": 2})[0] == 200
-    lowered = {}
-    for pid in descendants(served.process.pid):
-        tids = runtime_threads(pid)
-        niceness = [os.getpriority(os.PRIO_PROCESS, tid) for tid in tids]
-        if tids and all(n == NICENESS for n in niceness):
-            lowered[pid] = os.getpriority(os.PRIO_PROCESS, pid)
-    assert len(lowered) == 1, f"processes with every runtime thread at {NICENESS}: {lowered}"
-    assert list(lowered.values()) == [os.getpriority(os.PRIO_PROCESS, os.getpid())], lowered
+    workers = {pid: os.getpriority(os.PRIO_PROCESS, pid) for pid in lowered(descendants(served.process.pid))}
+    assert len(workers) == 1, f"processes with every runtime thread at {NICENESS}: {workers}"
+    assert list(workers.values()) == [os.getpriority(os.PRIO_PROCESS, os.getpid())], workers
 
 
 def test_a_stop_string_ends_the_text_before_it(served):

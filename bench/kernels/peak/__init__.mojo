@@ -1,8 +1,9 @@
 """What one core multiplies at most: the inner loop of a product with its operands in the core's cache.
 
 `peak_products(setup, data) -> result [1]`: setup [2] int64 = (kind, iterations), data [1024] float32 (the
-operands, read as floats or as bytes). Each iteration loads two vectors of "weights" and four broadcast
-"x" words from data (as step 18's gemm does), then makes 8 independent products into 8 accumulators:
+operands, read as floats or as bytes). Each iteration loads two vectors of "weights" and broadcast "x" words
+from data (four, as step 18's gemm does; six for float32, whose FMA's latency asks for more sums in flight),
+then multiplies each word into both vectors, a sum for each:
 
     kind 0  float32: 12 FMAs (vfmadd231ps ymm; six x words), 96 products
     kind 1  int8, AVX2: 8 x (vpsignb, vpmaddubsw, vpmaddwd by ones, vpaddd), 256 products; the |w| of the
