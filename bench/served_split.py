@@ -2,11 +2,13 @@
 and a prefill of 1, 4 and 16 prompts of 512 tokens.
 
 The graph is the one MAX's server runs (gpt2_arch's ServedFastGPT2 around solution 18's GPT2PagedQ8), on MAX's
-own paged cache, each request a 32-token prompt and then a token a step. It is compiled three times: whole; with
-every product (matmul_q8) replaced by a stand-in of its shape (x's first column, broadcast); and with the
-attention (paged_flash_attention) replaced too (q + k + v). Each version decodes its own requests, the three in
-alternating rounds; the differences of their median steps are the products' and the attention's share, what the
-third takes is the rest (the other graph ops, the calls between them).
+own paged cache, each request a 32-token prompt and then a token a step. It is compiled four times: whole; with
+every product (matmul_q8) replaced by a stand-in of its shape (x's first column, broadcast); with the
+attention (paged_flash_attention) replaced too (q + k + v); and with every layer norm and GELU also taken out (x
+as it came). Each version decodes its own requests, the four in alternating rounds; the differences of their
+median steps are the products', the attention's and the norms' and GELUs' share, what the third takes is the rest
+(the other graph ops, the calls between them, the step's fixed cost): what fusing the small ops into the products
+could save at most is the norms' and GELUs' share.
 """
 
 from __future__ import annotations
@@ -43,9 +45,15 @@ def _stand_in_attention(q, k, v, kv_collection, input_row_offsets, layer):
     return q + k + v
 
 
-def _compiled(folder: Path, config, kv_params, stand_ins: dict):
+def _as_it_came(x, *args, **kwargs):
+    """A layer norm's or GELU's shape, none of its work: x."""
+    return x
+
+
+def _compiled(folder: Path, config, kv_params, stand_ins: dict, plain_layers: bool = False):
     """ServedFastGPT2 around solution 18's GPT2PagedQ8 (solution 11's model loaded), compiled for ragged batches,
-    with solution 18's functions named in `stand_ins` replaced while it is traced."""
+    with solution 18's functions named in `stand_ins` replaced while it is traced, and with `plain_layers` every
+    layer norm and GELU taken out."""
     from max.experimental import functional as F
     from max.graph import DeviceRef
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
@@ -60,6 +68,10 @@ def _compiled(folder: Path, config, kv_params, stand_ins: dict):
     with ExitStack() as patches:
         for name, stand_in in stand_ins.items():
             patches.enter_context(mock.patch.object(solution_18, name, stand_in))
+        if plain_layers:
+            patches.enter_context(mock.patch.object(solution_18.OneOpLayerNorm, "forward",
+                                                    lambda self, x: _as_it_came(x)))
+            patches.enter_context(mock.patch.object(F, "gelu", _as_it_came))
         served = ServedFastGPT2(solution_18.GPT2PagedQ8(lm, kv_params), kv_params)
         return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
 
@@ -103,7 +115,7 @@ class _Requests:
 
 
 def _versions(folder: Path, config, pages: int, batch: int):
-    """The three compiled versions of the served graph by name, and a paged cache of `pages` pages for them."""
+    """The four compiled versions of the served graph by name, and a paged cache of `pages` pages for them."""
     from max.driver import CPU
     from max.dtype import DType
     from max.engine import InferenceSession
@@ -113,10 +125,11 @@ def _versions(folder: Path, config, pages: int, batch: int):
 
     kv_params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
                                  num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
-    versions = {"step": {}, "no_products": {"matmul_q8": _stand_in_product},
-                "no_products_no_attention": {"matmul_q8": _stand_in_product,
-                                             "paged_flash_attention": _stand_in_attention}}
-    graphs = {name: _compiled(folder, config, kv_params, stand_ins) for name, stand_ins in versions.items()}
+    both = {"matmul_q8": _stand_in_product, "paged_flash_attention": _stand_in_attention}
+    versions = {"step": ({}, False), "no_products": ({"matmul_q8": _stand_in_product}, False),
+                "no_products_no_attention": (both, False), "no_layer_ops": (both, True)}
+    graphs = {name: _compiled(folder, config, kv_params, stand_ins, plain)
+              for name, (stand_ins, plain) in versions.items()}
     manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]),
                                   total_num_pages=len(versions) * pages + 1, max_batch_size=batch)
     return graphs, manager
@@ -124,7 +137,8 @@ def _versions(folder: Path, config, pages: int, batch: int):
 
 def _shares(ms: dict) -> dict:
     return dict(**{f"{name}_ms": v for name, v in ms.items()}, products_ms=ms["step"] - ms["no_products"],
-                attention_ms=ms["no_products"] - ms["no_products_no_attention"])
+                attention_ms=ms["no_products"] - ms["no_products_no_attention"],
+                norms_gelus_ms=ms["no_products_no_attention"] - ms["no_layer_ops"])
 
 
 def _decode_room(streams: tuple[int, ...]) -> tuple[int, int]:
@@ -138,9 +152,9 @@ def _prefill_room(prompts: tuple[int, ...]) -> tuple[int, int]:
 
 
 def decode_split(folder: Path, config, streams: tuple[int, ...] = STREAMS, versions=None) -> list[dict]:
-    """Per number of requests: the median ms of a decode step, whole, without its products, and without its
-    products and attention; and the shares they give. `versions`: `_versions`' graphs and cache, when the
-    caller has them (else made here)."""
+    """Per number of requests: the median ms of a decode step, whole, without its products, without its
+    products and attention, and without its layer norms and GELUs too; and the shares they give. `versions`:
+    `_versions`' graphs and cache, when the caller has them (else made here)."""
     graphs, manager = versions or _versions(folder, config, *_decode_room(streams))
     rng, out = np.random.default_rng(0), []
     for n in streams:
@@ -181,11 +195,12 @@ def split_report(rows: list[dict], machine: dict) -> str:
     cpu = f"{machine['processor']} ({', '.join(machine['vector_extensions'])}), {machine['cpus']} CPUs"
     lines = [f"{cpu}: step 18's served decode step (median ms over {ROUNDS} x {STEPS} steps, "
              f"{PROMPT}-token prompts then a token a request a step)", "",
-             "| requests | step | products | attention | the rest | tokens/s of the step alone |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| requests | step | products | attention | the rest | of the rest, norms and GELUs "
+             "| tokens/s of the step alone |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['streams']} | {r['step_ms']:.1f} | {r['products_ms']:.1f} | {r['attention_ms']:.1f} | "
-                     f"{r['no_products_no_attention_ms']:.1f} | {1e3 * r['streams'] / r['step_ms']:.0f} |")
+                     f"{r['no_products_no_attention_ms']:.1f} | {r['norms_gelus_ms']:.2f} | "
+                     f"{1e3 * r['streams'] / r['step_ms']:.0f} |")
     return "\n".join(lines)
 
 
@@ -201,7 +216,7 @@ def prefill_report(rows: list[dict]) -> str:
 
 
 def main(folder: Path, config, machine: dict, path: Path) -> int:
-    # One compile of the three versions and one page pool, room enough for both splits.
+    # One compile of the four versions and one page pool, room enough for both splits.
     room = [max(both) for both in zip(_decode_room(STREAMS), _prefill_room(PREFILLS))]
     versions = _versions(folder, config, *room)
     rows = decode_split(folder, config, versions=versions)

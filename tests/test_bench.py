@@ -335,9 +335,9 @@ def test_peak_memory_of_a_call_sees_a_buffer_it_touches_and_frees():
 
 @pytest.mark.slow
 def test_decode_split_takes_the_products_and_the_attention_out_of_the_served_step(checkpoints):
-    """`--decode-split` on the GPT-2-shaped stand-in at 16 requests: the served step, without its products, and
-    without its attention too; the products are most of the step, the attention and the rest take time of their
-    own, and the report shows each."""
+    """`--decode-split` on the GPT-2-shaped stand-in at 16 requests: the served step, without its products,
+    without its attention too, and without its layer norms and GELUs too; the products are most of the step, the
+    attention and the rest take time of their own, and the report shows each share."""
     from bench.machine import machine
     from bench.served_split import decode_split, split_report
 
@@ -345,8 +345,11 @@ def test_decode_split_takes_the_products_and_the_attention_out_of_the_served_ste
     [row] = decode_split(checkpoint.path, checkpoint.learner_config(), streams=(16,))
     assert row["streams"] == 16 and row["products_ms"] > 0.3 * row["step_ms"], row
     assert row["attention_ms"] > 0 and row["no_products_no_attention_ms"] > 0, row
+    assert row["no_layer_ops_ms"] > 0 and row["norms_gelus_ms"] == pytest.approx(
+        row["no_products_no_attention_ms"] - row["no_layer_ops_ms"]), row
     text = split_report([row], machine())
     assert f"| 16 | {row['step_ms']:.1f} | {row['products_ms']:.1f} | {row['attention_ms']:.1f} |" in text, text
+    assert f"| {row['norms_gelus_ms']:.2f} |" in text and "norms and GELUs" in text, text
 
 
 @pytest.mark.slow
