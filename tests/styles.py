@@ -233,12 +233,16 @@ STYLES: dict[str, dict[str, tuple]] = {
             "        for _, module in [(\"\", self.transformer), *self.transformer.descendants]:\n"
             "            for name, child in list(module.children):\n"
             "                if isinstance(child, Linear):\n"
-            "                    setattr(module, name, BatchedQ8Linear(child))\n",
+            "                    setattr(module, name, BatchedQ8Linear(child))\n"
+            "                elif isinstance(child, LayerNorm):\n"
+            "                    setattr(module, name, OneOpLayerNorm(child))\n",
             "        for block in self.transformer.h:\n"
             "            block.attn.c_attn, block.attn.c_proj = "
             "BatchedQ8Linear(block.attn.c_attn), BatchedQ8Linear(block.attn.c_proj)\n"
             "            block.mlp.c_fc, block.mlp.c_proj = "
-            "BatchedQ8Linear(block.mlp.c_fc), BatchedQ8Linear(block.mlp.c_proj)\n"),
+            "BatchedQ8Linear(block.mlp.c_fc), BatchedQ8Linear(block.mlp.c_proj)\n"
+            "            block.ln_1, block.ln_2 = OneOpLayerNorm(block.ln_1), OneOpLayerNorm(block.ln_2)\n"
+            "        self.transformer.ln_f = OneOpLayerNorm(self.transformer.ln_f)\n"),
         "the rows asked for gathered after ln_f, not before": (
             "        chosen = t.ln_f(F.gather(x, rows, axis=0))  # [R, C]",
             "        chosen = F.gather(t.ln_f(x), rows, axis=0)  # [R, C]: ln_f is per row"),

@@ -5,6 +5,8 @@ diagnosis of the first failing part.
 
 The summary table (step, mistakes, caught, named) is printed at the end of the
 test run; the book's checks page (book/docs/checks.md) keeps the same figures, and a test holds them together.
+
+The correct styles of tests/styles.py are edits of the solutions too: each must still apply to its solution.
 """
 
 import re
@@ -16,6 +18,7 @@ from checker.catalogue import catalogue
 from checker.reporting.report import PASS
 from runtime.paths import REPO
 from tests.conftest import alternating, catalogued, kernel_source, mutate, solution_source, write_mistake
+from tests.styles import STYLES
 
 CASES = alternating([(step, m.id) for step in registry.steps() for m in catalogue(step)])
 
@@ -43,6 +46,18 @@ def test_every_catalogued_mistake_has_an_edit_that_applies_once(step):
         assert m.edit is not None, f"{m.id} has no edit: the suite cannot make it"
         source = kernel_source(step) if m.edit.file else solution_source(step)
         assert mutate(source, m.edit.old, m.edit.new) != source, m.id
+
+
+def test_every_style_edit_applies_once_and_leaves_python():
+    """Each correct style of tests/styles.py, an edit of a solution, applies once to the solution as it is now and
+    leaves a file Python reads. Those styles' checks run in the slow and heavy tiers; a solution changed under an
+    edit shows here, in the default tier, first."""
+    for step, styles in STYLES.items():
+        for name, (old, new) in styles.items():
+            source = solution_source(step)
+            edited = mutate(source, old, new)
+            assert edited != source, (step, name)
+            compile(edited, f"solution_{step}.py, edited: {name}", "exec")
 
 
 @pytest.mark.parametrize("step", registry.steps())
