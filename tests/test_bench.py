@@ -365,6 +365,7 @@ def test_prefill_split_takes_the_products_and_the_attention_out_of_a_prefill(che
     text = prefill_report([row])
     assert f"| 2 | {row['step_ms']:.0f} | {row['products_ms']:.0f} | {row['attention_ms']:.0f} |" in text, text
     assert f"{LONG_PROMPT}-token prompts" in text, text
+    assert f"| {row['norms_gelus_ms']:.0f} |" in text and "norms and GELUs" in text, text
 
 
 def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_path, checkpoints):
