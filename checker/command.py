@@ -101,7 +101,8 @@ def _stored_help(step: str, path: Path, checkpoint, hint: bool) -> tuple[str, bo
     if found is None or found.get("cut_short"):
         return None
     passed = sum(status == PASS for _, status in found["parts"])
-    return (f"({path.name} is unchanged since its last check, {passed} of {len(found['parts'])} parts passing: "
+    return (f"({path.name} and all it reads (the steps it imports, the kernels beside them) are unchanged since "
+            f"its last check, {passed} of {len(found['parts'])} parts passing: "
             f"pixi run s{step} shows its report again; not re-run here)\n\n{_help(step, found['parts'], hint)}",
             found["ok"])
 

@@ -71,9 +71,10 @@ class GPT2PagedQ8(Module):
 
     def __init__(self, model: GPT2LMHeadModel, kv_params):
         # TODO: keep the model's body; swap every Linear for one whose product is matmul_q8 on its weight
-        #   quantised (step 16's quantized), walking the modules as step 15's docstring says (children,
-        #   descendants, setattr); quantise the tied head's weight too. kv_params is handed as to step 14's
-        #   GPT2Paged, whose MAX attention needed it; your kernel reads the pool's shape from kv_collection.
+        #   quantised (step 16's quantized), walking the modules as in step 15 (module.children: its (name,
+        #   child) pairs; module.descendants: every module's; setattr swaps one); quantise the tied head's weight
+        #   too. kv_params is handed as to step 14's GPT2Paged, whose MAX attention needed it; your kernel reads
+        #   the pool's shape from kv_collection.
         #   For speed, swap every LayerNorm (step 03's) too, for MAX's one op on its own weight, bias and eps:
         #   F.layer_norm(x, gamma=..., beta=..., epsilon=...) (the book's page says what it saves).
         raise NotImplementedError("step 18: GPT2PagedQ8.__init__")

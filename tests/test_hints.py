@@ -77,7 +77,8 @@ def test_hint_on_a_file_unchanged_since_its_check_reads_the_stored_verdict(check
     assert checked.returncode == 1 and "likely mistake: ReLU was used" in checked.stdout, checked.stderr
     run = _first_hint_of_04(path)
     assert run.returncode == 1, run.stderr
-    assert "step_04.py is unchanged since its last check" in run.stdout and " for forward: " in run.stdout, run.stdout
+    assert "step_04.py and all it reads" in run.stdout and "unchanged since its last check" in run.stdout, run.stdout
+    assert " for forward: " in run.stdout, run.stdout
     assert "likely mistake" not in run.stdout  # the check did not run again
     path.write_text(path.read_text() + "\n")  # changed: the check runs, the report first
     rerun = run_python("-m", "checker", "04", "--file", str(path), "--solution")

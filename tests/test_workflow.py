@@ -34,8 +34,9 @@ def test_a_verdict_is_kept_until_a_file_it_depends_on_changes(checkpoint, learne
 
 
 def test_a_verdict_is_kept_until_a_kernel_beside_the_step_changes(tmp_path, monkeypatch):
-    """Steps 15-16 reach their Mojo kernels by a path, not an import: an edited kernel is checked afresh
-    (`pixi run gpt2 --int8` must not say a broken kernel passes), an untouched one keeps its verdict."""
+    """Steps 15-18 reach their Mojo kernels by a path, not an import: an edited kernel is checked afresh
+    (`pixi run gpt2 --int8` must not say a broken kernel passes), an untouched one keeps its verdict, and
+    so does step 16's beside an edit of step 18's kernel (step 18's check would run step 16's again)."""
     monkeypatch.setattr(verdicts, "STORE", tmp_path / "verdicts.json")
     step = tmp_path / "steps" / "step_16.py"
     (step.parent / "step_16_kernel").mkdir(parents=True)
@@ -44,6 +45,13 @@ def test_a_verdict_is_kept_until_a_kernel_beside_the_step_changes(tmp_path, monk
     kernel.write_text("fn matvec_q8(): pass\n")
     checkpoint = SimpleNamespace(sha256="weights")
     verdicts.store("16", step, checkpoint, SimpleNamespace(files=[], ok=True, parts=[], cut_short=False))
+    assert verdicts.lookup("16", step, checkpoint)["ok"]
+    later = step.parent / "step_18.py", step.parent / "step_18_kernel" / "matmul_q8.mojo"
+    later[1].parent.mkdir()
+    later[0].write_text("KERNEL = 'step_18_kernel'\n")
+    later[1].write_text("fn matmul_q8(): pass\n")
+    verdicts.store("16", step, checkpoint, SimpleNamespace(files=[], ok=True, parts=[], cut_short=False))
+    later[1].write_text("fn matmul_q8(): return\n")  # a later step's kernel: not step 16's
     assert verdicts.lookup("16", step, checkpoint)["ok"]
     kernel.write_text("fn matvec_q8(): return\n")
     assert verdicts.lookup("16", step, checkpoint) is None

@@ -1,8 +1,9 @@
 """Verdicts of step checks, cached by the content of the files they depend on.
 
 A check's verdict depends on the step file, the course's step files it imports
-(directly or through each other), the Mojo files beside them (steps 15-16's kernels:
-a step's Python reaches its kernel by a path, not an import), the checker's own
+(directly or through each other), the Mojo files beside them (steps 15-18's kernels:
+a step's Python reaches its kernel by a path, not an import; a package named for another
+step's file, `step_18_kernel/` beside step 16, is that step's), the checker's own
 code and the checkpoint.
 Each verdict is stored with the sha256 of each of those; it is valid while
 they all still have it. So `pixi run progress` and the "earlier steps" part of
@@ -71,9 +72,20 @@ def lookup(step: str, path: Path, checkpoint) -> dict | None:
 
 
 def _kernels(paths: list[Path]) -> list[Path]:
-    """The Mojo files in the folders of `paths` and in their subfolders (a kernel package beside a step)."""
-    folders = {Path(p).resolve().parent for p in paths}
-    return sorted({m for folder in folders for m in [*folder.glob("*.mojo"), *folder.glob("*/*.mojo")]})
+    """The Mojo files in the folders of `paths` and in their subfolders (a kernel package beside a step),
+    less the packages named for a step file that is not among `paths` (steps/step_18_kernel/ for step 16's
+    verdict): editing a later step's kernel leaves the earlier steps' verdicts standing."""
+    paths = [Path(p).resolve() for p in paths]
+    folders = {p.parent for p in paths}
+    stems = {p.stem for p in paths}
+    siblings = {f.stem for folder in folders for f in folder.glob("*.py")}
+
+    def another_steps(package: str) -> bool:  # "step_18_kernel" beside a step_18.py not among `paths`
+        stem = package.removesuffix("_kernel")
+        return stem != package and stem in siblings and stem not in stems
+
+    return sorted({m for folder in folders for m in [*folder.glob("*.mojo"), *folder.glob("*/*.mojo")]
+                   if not another_steps(m.parent.name if m.parent != folder else "")})
 
 
 def store(step: str, path: Path, checkpoint, report) -> dict:

@@ -25,8 +25,8 @@ HINTS: dict[str, list[str]] = {
                  "Per group of NR rows of q and MR rows of x: for each block, turn NR x 32 int8 into floats times "
                  "their scale, multiply into MR x NR sums kept in registers."],
     "paged model": ["GPT2PagedQ8 is step 14's GPT2Paged with your kernels: paged_flash_attention for each block's "
-                    "attention, every Linear's product matmul_q8 on its quantised weight, and wte int8 for the head "
-                    "and for the embedding's rows alike.",
+                    "attention, every Linear's product matmul_q8 on its quantised weight and with its bias, and wte "
+                    "int8 for the head (which has no bias) and for the embedding's rows alike.",
                     f"The embedding: F.gather ({api('F.gather')}) the int8 rows and their scales, then each "
                     "column times its block's scale (the skeleton says why not by reshaping into blocks).",
                     "x = embed(tokens) + gather(wpe.weight, ragged_positions(...)); per block: q, k, v = split("

@@ -79,7 +79,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  for case in kernel_cases() if case.name in raced][:3]
         if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, wants, steady=True)) is not None:
             # a mistake that explains every value the same in every run: its stores collide where it races
-            return Part("attention", FAIL, summary, [named.says, f"where it races: {race}", *where], named)
+            return Part("attention", FAIL, summary, [f"where it races: {race}", *where], named)  # named once
         return Part("attention", FAIL, summary, [race, "what changes from run to run:", *where])
     pools = {name: pool_problems(inputs[name], results[f"{name}#3"][0], wants[name][1]) for name in names}
     verdicts = {name: compare(results[name][0].astype(np.float64), wants[name][0], axes=AXES, mistakes=[], tol=KERNEL)
@@ -91,8 +91,10 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                     f"the pool written at the new positions and nowhere else; worst {worst:.2f} of allowed ({KERNEL})",
                     margin=worst)
     if (named := _named(inputs, results, wants)) is not None:
-        return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", [named.says], named,
-                    verdicts[failing[0]].margin)
+        right = [n for n in names if n not in failing]
+        cases = [f"off on: {'; '.join(failing)}", f"right on: {'; '.join(right) or 'none'}"]
+        return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", cases, named,
+                    verdicts[failing[0]].margin)  # the mistake told once, as the likely one
     first = failing[0]
     details = [f"{first}: {line}" for line in pools[first]]
     if not any(pools.values()):

@@ -1,14 +1,14 @@
 """Step 18's model part: the learner's GPT2PagedQ8 (PAGED_LAYERS blocks) compiled as max serve compiles it, run on
 MAX's paged KV cache through step 14's SCENARIO (prompts and decodes mixed, a request sitting a batch out), every
-row asked for, against transformers on the same dequantised weights (every product weight and wte). A matmul_q8
-that rounds x (it passed its own part) is swapped, in the learner's module, for the same product in float32 while
-the model is built and compiled (`float_products`): the model's wiring is then held to float32's tolerance, as
-step 14's is, and the kernel's rounding inside the model is the served part's to hold. (Held to the rounded
-reference instead, within what float32's noise moves it, checker.steps.step18.rounded, the tolerance is so wide
-that an MLP normalised by ln_1, or wte's float rows embedded, passed.) Where the module reaches its product
-otherwise, the rounded reference stays. A model that is off while both kernels pass is placed at the first piece
-of its stream that differs (the embeddings, a block's attention or MLP half, ln_f, the head), from what its
-LayerNorms and MLPs were handed (step 14's Probed).
+row asked for, the last first, against transformers on the same dequantised weights (every product weight and wte).
+A matmul_q8 that rounds x (it passed its own part) is swapped, in the learner's module, for the same product in
+float32 while the model is built and compiled (`float_products`): the model's wiring is then held to float32's
+tolerance, as step 14's is, and the kernel's rounding inside the model is the served part's to hold. (Held to the
+rounded reference instead, within what float32's noise moves it, checker.steps.step18.rounded, the tolerance is so
+wide that an MLP normalised by ln_1, or wte's float rows embedded, passed.) Where the module reaches its product
+otherwise, the rounded reference stays. A model that is off while both kernels pass is placed at the first piece of
+its stream that differs (the embeddings, a block's attention or MLP half, ln_f, the head), from what its LayerNorms
+and MLPs were handed (step 14's Probed).
 """
 
 from __future__ import annotations
@@ -44,8 +44,10 @@ EMBEDDINGS = ("wte's rows as the int8 table holds them (each q times its block's
 
 
 def every_row(paged):
-    """The learner's GPT2PagedQ8 asked for every row's logits: forward(tokens, kv, offsets) -> [T, V], as step 14's
-    GPT2Paged, so step 14's probe and scenario run it."""
+    """The learner's GPT2PagedQ8 asked for every row's logits, last row first (rows = T-1, ..., 0: a forward that
+    answers every row in order, whatever rows it is handed, is seen here and not only by the server, which asks for
+    each request's last row): forward(tokens, kv, offsets) -> [T, V], as step 14's GPT2Paged, so step 14's probe and
+    scenario run it. `in_order` puts its answer back in the rows' order."""
     from max.dtype import DType
     from max.experimental.nn import Module
     from max.experimental.tensor import Tensor
@@ -56,10 +58,20 @@ def every_row(paged):
             self.transformer = paged.transformer  # the probe records its blocks' pieces
 
         def forward(self, tokens, kv_collection, input_row_offsets):
-            rows = Tensor.arange(tokens.shape[0], dtype=DType.int64, device=tokens.device)
-            return self.paged(tokens, kv_collection, input_row_offsets, rows)
+            last = Tensor.arange(tokens.shape[0], dtype=DType.int64, device=tokens.device)  # [T]
+            return self.paged(tokens, kv_collection, input_row_offsets, (tokens.shape[0] - 1) - last)
 
     return EveryRow()
+
+
+def in_order(handed: list[np.ndarray]) -> list[np.ndarray]:
+    """every_row's answers [T, V] per batch, last row first, put back in the rows' order."""
+    return [batch[::-1] for batch in handed]
+
+
+ROWS_IGNORED = ("your forward answered every row in the order of the tokens, not the rows it was handed (asked for "
+                "the last row first here): gather x at `rows` before ln_f and the head. The server asks for each "
+                "request's last row only, so a forward that ignores rows serves the wrong logits")
 
 
 def float_q8(x, q, scales, bias=None):
@@ -110,17 +122,19 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
         with float_products(GPT2PagedQ8) if rounding is not None else nullcontext([]) as calls:
             paged = learner_paged(run, GPT2PagedQ8, eleven, config, checkpoint, kv_params)
             compiled, probed = run.call(compile_probed, every_row(paged), kv_params)
-        got, recorded = run.call(run_scenario, compiled, kv_params, tokens)
+        handed, recorded = run.call(run_scenario, compiled, kv_params, tokens)
     except LearnerError as e:
         return run.add(Part.from_error("paged model", e))
-    return run.add(judge_model(got, recorded, probed.names, checkpoint, tokens, None if calls else rounding,
-                               floated=rounding if calls else None))
+    return run.add(judge_model(in_order(handed), recorded, probed.names, checkpoint, tokens,
+                               None if calls else rounding, floated=rounding if calls else None, handed=handed))
 
 
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
-                tokens: dict[str, list[int]], rounding: str | None = None, floated: str | None = None) -> Part:
+                tokens: dict[str, list[int]], rounding: str | None = None, floated: str | None = None,
+                handed: list[np.ndarray] | None = None) -> Part:
     """`rounding`: how the model's products rounded (None: not at all); `floated`: how the learner's matmul_q8
-    rounds, when float32 products ran in its place."""
+    rounds, when float32 products ran in its place; `handed`: the logits as forward gave them, for rows asked last
+    row first (every_row), when `got` is them put back in order."""
     hf = rounded_hf(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)), rounding)
     want = scenario_logits(hf, tokens)
     flat_got, flat_want = np.concatenate(got), np.concatenate(want)
@@ -132,7 +146,10 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
         _, far = reach(hf, lambda: np.concatenate(scenario_logits(hf, tokens)), WHOLE_MODEL)
         tol = widened(WHOLE_MODEL, far)
     verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=tol)
-    if not verdict.ok:
+    if not verdict.ok and handed is not None and compare(np.concatenate(handed), flat_want, axes=("row", "vocab"),
+                                                         mistakes=[], tol=tol).ok:
+        verdict.details.insert(0, ROWS_IGNORED)
+    elif not verdict.ok:
         rows = [row for batch in scenario_rows(tokens) for row in batch]
         stream = scenario_stream(hf, tokens)
         pieces = {}
@@ -140,7 +157,8 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
             pieces.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
         placed = first_difference(
             names, pieces, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows), embeddings=EMBEDDINGS,
-            attention=lambda i: f"paged_flash_attention (the q, k and v it is handed, the layer {i} it is told)")
+            attention=lambda i: f"c_attn's product with its bias, the split into q, k and v, paged_flash_attention "
+                                f"(the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
         elif (which := off_rows(row_margins(flat_got, flat_want), rows)) is not None:

@@ -83,8 +83,10 @@ def speed_said(alone: float, together: float) -> str:
     said = (f"one request alone {alone:.0f} tokens/s, {CONCURRENT} at once {together:.0f} tokens/s "
             f"({together / alone:.1f}x; {TIMED_TOKENS} new tokens each, the prompts' time included)")
     if together < SCALED * alone:
-        said += (f"; under {SCALED}x, as if each row of x cost what a whole step costs: does matmul_q8 read each "
-                 "weight from memory once for all the rows of x, or once per row?")
+        said += (f"; under {SCALED}x, as if each row of x cost what a whole step costs. Either matmul_q8 reads each "
+                 "weight from memory once per row of x, not once for all of them (one request alone is then fast, "
+                 "sixteen hardly faster), or its arithmetic takes longer than the reading (one float at a time, "
+                 "one request alone slow too): SIMD lanes and several rows of x for each weight loaded")
     return said
 
 
