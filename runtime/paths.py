@@ -2,6 +2,7 @@
 checks work from any current directory."""
 
 import os
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,8 +24,9 @@ def step_file(step: str, *, solution: bool = False) -> Path:
 
 def finished_step(step: str) -> str:
     """Step `step` as a learner who finished it would have it: the solution, importing the learner's own
-    earlier steps (steps.step_NN) instead of the solutions."""
-    return step_file(step, solution=True).read_text().replace("solutions.solution_", "steps.step_")
+    earlier steps (steps.step_NN) instead of the solutions, its Mojo package the learner's (step_NN_kernel)."""
+    source = step_file(step, solution=True).read_text().replace("solutions.solution_", "steps.step_")
+    return re.sub(r"\bsolution_(\d\d)_kernel\b", r"step_\1_kernel", source)
 
 
 def shown(path: Path) -> str:
