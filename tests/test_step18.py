@@ -393,6 +393,37 @@ def test_stores_at_the_rows_batch_index_are_told_by_the_pool():
     assert part.status == FAIL and "input_row_offsets[b] not subtracted" in _said(part), _said(part)
 
 
+def test_heads_stored_before_slots_are_told_by_the_pool():
+    """A kernel that lays a page out [head, slot] for its stores and reads (nobody catalogued; the page warns of it):
+    the pool names the layout, not just slots no request owns."""
+    from checker.steps.step18.reading import _heads_first
+
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        request, position = positions(offsets, cl)
+        page, P = lookup[request, position // blocks.shape[3]].astype(np.int64), blocks.shape[3]
+        after = _heads_first(k, v, blocks, page, position % P, int(layer[0]))
+        return causal(q, after, cl, lookup, offsets), after
+    part = judge(INPUTS, _results(compute))
+    assert part.status == FAIL and "stored head before slot" in _said(part), _said(part)
+
+
+def test_rows_stored_as_the_request_before_are_found_by_their_keys():
+    """A kernel whose row-to-request search is one off (a request's first row taken as the request before's, at
+    that request's next position), nobody catalogued: the pool says which rows went where."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        request, position = positions(offsets, cl)
+        request, position = request.copy(), position.copy()
+        for b in range(1, len(cl)):
+            r = int(offsets[b])
+            if r < int(offsets[b + 1]):  # request b's first row, taken as request b - 1's
+                request[r], position[r] = b - 1, int(cl[b - 1]) + r - int(offsets[b - 1])
+        after = stored_at(k, v, blocks, lookup, request, position)
+        after = stored(k, v, blocks, cl, lookup, offsets) if after is None else after
+        return causal(q, after, cl, lookup, offsets), after
+    part = judge(INPUTS, _results(compute))
+    assert part.status == FAIL and "new rows stored at another position: row " in _said(part), _said(part)
+
+
 def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race_on():
     """Another request's page table: rows of two requests store into the same slots at once, so one case comes out
     different from run to run; the mistake still explains every other case, and is named beside the race."""

@@ -2,9 +2,10 @@
 it (checker.diagnosis.reading does the reading):
 
     pool_problems(inputs, got, want)   what the stores did wrong, read from the pool: the wrong layer, keys and
-                                       values exchanged, a page no new row of the request belongs to (a shared
-                                       prefix's, another request's, a spare one), the cached positions written
-                                       over, new positions left unwritten
+                                       values exchanged, heads laid out before slots, rows stored in another
+                                       position's slot (which, found by their keys), a page no new row of the
+                                       request belongs to (a shared prefix's, another request's, a spare one),
+                                       the cached positions written over, new positions left unwritten
     readings(inputs, results, wants)   the lines for a failing output: the reference with its inputs exchanged
                                        when one computes every case, else which rows are off, read by their
                                        features, where NaN appears, and the exchange that computes the off
@@ -175,6 +176,10 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
                           equal_nan=True):
             return [*lines, f"the new keys and values were stored as if {says}"]
     page = lookup[request, position // P].astype(np.int64)
+    if k.shape[1] > 1 and np.array_equal(got, _heads_first(k, v, blocks, page, position % P, lay), equal_nan=True):
+        return [*lines, "the new keys and values were stored head before slot: (head h, slot s) of a page at "
+                "(h x PAGE + s) x D floats into blocks[page, 0 or 1, layer], where it is (s x H + h) x D: a slot "
+                "holds all H heads of one position, H x D floats (blocks[page, kv, layer, slot, head, d])"]
     keys, values = got[page, 0, lay, position % P], got[page, 1, lay, position % P]  # [T, H, D] where they belong
     if len(request) and np.array_equal(keys, v) and np.array_equal(values, k) and not np.array_equal(k, v):
         lines.append("the keys half of the pool (blocks[page, 0, ...]) holds the new rows' values and the values half "
@@ -189,6 +194,7 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
         said = "; ".join(f"request {b} position {p}" for b, p in cached[:6]) + (", ..." if len(cached) > 6 else "")
         lines.append(f"cached positions were written over ({said}): a request's new rows go at positions "
                      "cache_lengths[b] and after, never before (those may sit in pages another request shares)")
+    lines += _landed(k, got, lay, request, position, lookup)
     foreign = sorted({pg for pg, s in wrong if (pg, s) not in owner})
     if foreign:
         lines.append(f"slots where no request of the batch has a position were written (pages {ranges(foreign)} of the "
@@ -200,6 +206,43 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
         said = "; ".join(f"request {b} position {p}" for b, p in unwritten[:6])
         lines.append(f"new positions left as they were: {said}{', ...' if len(unwritten) > 6 else ''}")
     return lines or [f"the pool differs from what the call must leave at {int(changed.sum())} slots"]
+
+
+def _heads_first(k, v, blocks, page, slot, layer) -> np.ndarray:
+    """The pool after each row's key and value are stored at page [T], slot [T] laid out [head, slot] within the
+    page, not [slot, head]."""
+    after = blocks.copy()
+    H, P = k.shape[1], blocks.shape[3]
+    for h in range(H):
+        at_slot, at_head = divmod(h * P + slot, H)  # where (h, slot) lands in the [slot, head] layout
+        after[page, 0, layer, at_slot, at_head] = k[:, h]
+        after[page, 1, layer, at_slot, at_head] = v[:, h]
+    return after
+
+
+def _landed(k, got, layer, request, position, lookup) -> list[str]:
+    """Where the new rows' keys went when not to their own slots, read from the pool: each such row's head-0 key
+    found, and named by the request whose page table holds that page and the position it is there (the first
+    three)."""
+    H, D = k.shape[1], k.shape[2]
+    P = got.shape[3]
+    flat = got[:, 0, layer].reshape(-1, D)  # [pages x PAGE x H, D]: each (page, slot, head)
+    moved = []
+    for r in range(len(request)):
+        hits = np.flatnonzero((flat == k[r, 0]).all(axis=1))
+        if len(hits) != 1 or hits[0] % H:
+            continue
+        page, slot = divmod(int(hits[0]) // H, P)
+        tables = np.argwhere(lookup == page)  # (request, its page index) for every request with that page
+        own = [(int(b), int(j) * P + slot) for b, j in tables]
+        if (int(request[r]), int(position[r])) not in own:
+            where = " or ".join(f"request {b} position {p}" for b, p in own) or f"page {page}, in no page table"
+            moved.append(f"row {r} (request {request[r]}, position {position[r]}) at {where}")
+    if not moved:
+        return []
+    return [f"new rows stored at another position: {'; '.join(moved[:3])}{', ...' if len(moved) > 3 else ''}: a "
+            "row's request b is the one with input_row_offsets[b] <= r < input_row_offsets[b + 1], its position p "
+            "cache_lengths[b] + r - input_row_offsets[b], its slot lookup_table[b, p / PAGE] and p % PAGE"]
 
 
 def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
