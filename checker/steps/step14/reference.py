@@ -43,6 +43,7 @@ def hf_model(checkpoint: Checkpoint, layers: int | None, scaled: bool = True):
     from transformers.utils import logging
 
     logging.set_verbosity_error()  # the blocks left out of a truncated model are expected
+    logging.disable_progress_bar()  # "Loading weights" would land in the middle of a report
 
     extra = {"n_layer": layers} if layers else {}
     return GPT2LMHeadModel.from_pretrained(checkpoint.path, scale_attn_weights=scaled, **extra).eval()
