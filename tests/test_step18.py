@@ -554,6 +554,38 @@ def test_a_forward_that_ignores_rows_fails_the_model_part_and_is_told(checkpoint
     assert part.status == FAIL and ROWS_IGNORED in _said(part), _said(part)
 
 
+def test_linears_without_their_bias_are_read_from_the_stream(checkpoints):
+    """A model whose every Linear drops its bias (the kernels right; nobody catalogued it): placed at block 0's
+    attention half, and read there as the reference with c_attn's and attn.c_proj's biases left out."""
+    import copy
+
+    from checker.steps.step14.reference import (
+        PAGED_LAYERS,
+        hf_model,
+        scenario_logits,
+        scenario_rows,
+        scenario_stream,
+        scenario_tokens,
+    )
+    from checker.steps.step18.model import judge_model
+    from runtime.quantize import dequantize_hf
+
+    checkpoint = checkpoints["synthetic"]
+    tokens = scenario_tokens(min(checkpoint.learner_config().vocab_size, 400))
+    wrong = copy.deepcopy(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)))
+    for block in wrong.transformer.h:
+        for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+            linear.bias.data.zero_()
+    got, stream = scenario_logits(wrong, tokens), scenario_stream(wrong, tokens)
+    ends = np.cumsum([len(batch) for batch in scenario_rows(tokens)])[:-1]
+    names = list(stream)
+    recorded = [list(pieces) for pieces in zip(*(np.split(stream[name], ends) for name in names))]  # per batch
+    part = judge_model(got, recorded, names, checkpoint, tokens)
+    said = _said(part)
+    assert part.status == FAIL and "block 0's attention half" in said, said
+    assert "with c_attn's and attn.c_proj's biases left out" in said, said
+
+
 @pytest.mark.slow  # transformers' model run under noise, many times: 36-108 s
 def test_a_rounding_model_is_held_within_what_noise_moves_its_rounded_reference(checkpoints):
     """A right model whose products round to bfloat16 (transformers rounding alike, with float32-sized noise of

@@ -129,6 +129,30 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
                                None if calls else rounding, floated=rounding if calls else None, handed=handed))
 
 
+# A Linear's bias left out, in every block (a model's wiring, not a kernel's): (what is left out, the Linears)
+BIASES = [("c_attn's and attn.c_proj's biases", ("attn.c_attn", "attn.c_proj")), ("c_attn's bias", ("attn.c_attn",)),
+          ("attn.c_proj's bias", ("attn.c_proj",)), ("mlp.c_fc's and mlp.c_proj's biases", ("mlp.c_fc", "mlp.c_proj")),
+          ("mlp.c_fc's bias", ("mlp.c_fc",)), ("mlp.c_proj's bias", ("mlp.c_proj",))]
+
+
+def without_bias(piece: str, pieces: dict[str, np.ndarray], hf, tokens: dict[str, list[int]], off) -> str | None:
+    """The learner's stream at `piece` (the first that differs) read as the reference's with a Linear's bias left out
+    in every block (BIASES, the first that computes it), said; None when none does."""
+    import copy
+
+    if piece not in pieces or not piece.startswith("h."):
+        return None
+    for says, linears in BIASES:
+        model = copy.deepcopy(hf)
+        for block in model.transformer.h:
+            for name in linears:
+                block.get_submodule(name).bias.data.zero_()
+        if off(row_margins(pieces[piece], scenario_stream(model, tokens)[piece])) is None:
+            return (f"read from your stream there: it is the reference's with {says} left out, in every block: "
+                    "each Linear's product adds its own bias (matmul_q8(x, q, scales, bias))")
+    return None
+
+
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
                 tokens: dict[str, list[int]], rounding: str | None = None, floated: str | None = None,
                 handed: list[np.ndarray] | None = None) -> Part:
@@ -161,6 +185,8 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
                                 f"(the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
+            if (said := without_bias(placed.piece, pieces, hf, tokens, lambda m: off_rows(m, rows))) is not None:
+                verdict.details.append(said)
         elif (which := off_rows(row_margins(flat_got, flat_want), rows)) is not None:
             verdict.details.append("where: the whole stream and ln_f's output match; the head does not: the rows' "
                                    f"logits are ln_f's output @ the int8 wte's dequantised rows.T; off on {which}")
