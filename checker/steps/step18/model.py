@@ -8,11 +8,13 @@ rounded reference instead, within what float32's noise moves it, checker.steps.s
 wide that an MLP normalised by ln_1, or wte's float rows embedded, passed.) Where the module reaches its product
 otherwise, the rounded reference stays. A model that is off while both kernels pass is placed at the first piece of
 its stream that differs (the embeddings, a block's attention or MLP half, ln_f, the head), from what its LayerNorms
-and MLPs were handed (step 14's Probed).
+and MLPs were handed (step 14's Probed), and read there as the reference with a Linear's bias left out when one
+computes it (`without_bias`); a forward that ignores the rows it is handed is told so.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from contextlib import contextmanager, nullcontext
 
@@ -138,8 +140,6 @@ BIASES = [("c_attn's and attn.c_proj's biases", ("attn.c_attn", "attn.c_proj")),
 def without_bias(piece: str, pieces: dict[str, np.ndarray], hf, tokens: dict[str, list[int]], off) -> str | None:
     """The learner's stream at `piece` (the first that differs) read as the reference's with a Linear's bias left out
     in every block (BIASES, the first that computes it), said; None when none does."""
-    import copy
-
     if piece not in pieces or not piece.startswith("h."):
         return None
     for says, linears in BIASES:
