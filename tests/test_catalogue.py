@@ -53,8 +53,8 @@ def test_every_style_edit_applies_once_and_leaves_python():
     leaves a file Python reads. Those styles' checks run in the slow and heavy tiers; a solution changed under an
     edit shows here, in the default tier, first."""
     for step, styles in STYLES.items():
+        source = solution_source(step)
         for name, (old, new) in styles.items():
-            source = solution_source(step)
             edited = mutate(source, old, new)
             assert edited != source, (step, name)
             compile(edited, f"solution_{step}.py, edited: {name}", "exec")

@@ -395,13 +395,18 @@ def test_stores_at_the_rows_batch_index_are_told_by_the_pool():
 
 def test_heads_stored_before_slots_are_told_by_the_pool():
     """A kernel that lays a page out [head, slot] for its stores and reads (nobody catalogued; the page warns of it):
-    the pool names the layout, not just slots no request owns."""
-    from checker.steps.step18.reading import _heads_first
-
+    the pool names the layout, not just slots no request owns. The stores are made here as such a kernel's offsets
+    make them, a page's [PAGE, H, D] floats indexed (h x PAGE + s) x D, not by the check's own reading."""
     def compute(q, k, v, blocks, cl, lookup, offsets, layer):
         request, position = positions(offsets, cl)
-        page, P = lookup[request, position // blocks.shape[3]].astype(np.int64), blocks.shape[3]
-        after = _heads_first(k, v, blocks, page, position % P, int(layer[0]))
+        P, H, D = blocks.shape[3], k.shape[1], k.shape[2]
+        after = blocks.copy()
+        for r in range(len(request)):
+            page = int(lookup[request[r], position[r] // P])
+            for kv, new in ((0, k), (1, v)):
+                flat = after[page, kv, int(layer[0])].reshape(P * H, D)  # one page's layer: contiguous, a view
+                for h in range(H):
+                    flat[h * P + position[r] % P] = new[r, h]
         return causal(q, after, cl, lookup, offsets), after
     part = judge(INPUTS, _results(compute))
     assert part.status == FAIL and "stored head before slot" in _said(part), _said(part)

@@ -90,16 +90,16 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         return Part("attention", PASS, f"{len(names)} ragged paged batches, {REPEATS} runs each, the same every run, "
                     f"the pool written at the new positions and nowhere else; worst {worst:.2f} of allowed ({KERNEL})",
                     margin=worst)
+    right_on = f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"
     if (named := _named(inputs, results, wants)) is not None:
-        right = [n for n in names if n not in failing]
-        cases = [f"off on: {'; '.join(failing)}", f"right on: {'; '.join(right) or 'none'}"]
-        return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", cases, named,
+        return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases",
+                    [f"off on: {'; '.join(failing)}", right_on], named,
                     verdicts[failing[0]].margin)  # the mistake told once, as the likely one
     first = failing[0]
     details = [f"{first}: {line}" for line in pools[first]]
     if not any(pools.values()):
         details += readings(inputs, results, {name: wants[name] for name in names})
-    details += [f"right on: {'; '.join(n for n in names if n not in failing) or 'none'}"]
+    details.append(right_on)
     if verdicts[first].ok is False:
         details += [f"{first}: {verdicts[first].summary}", *(f"  {d}" for d in verdicts[first].details)]
     if len(failing) > 1:
