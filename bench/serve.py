@@ -12,7 +12,8 @@ For each number of streams S, rounds x S requests are sent, S in flight at any t
 or run as `rounds` batches of S (transformers), after one warm-up round:
   tokens/s        every new token of every request / the wall time from the first send to the last token
   TTFT            time to first token: the request sent -> its first token back (p50)
-  per-token       the time between a request's successive tokens (p50, p99 over every gap)
+  per-token       the time between a request's successive streamed pieces (p50, p99 over every gap): a token
+                  each, or a turn's tokens at once from a server that decodes in turns (gpt2_arch/pipeline.py)
 The same tokens: every request's text equals transformers' greedy ids decoded (runtime.server.same_text),
 the argmax taken over the tokenizer's ids as max serve's sampler does (the stand-ins' tokenizers are
 smaller than the model), and the server's usage counts every new token asked for.
@@ -141,8 +142,8 @@ async def _request(client, prompt: list[int], new_tokens: int) -> Run:
     stream = await client.completions.create(model=MODEL, prompt=prompt, max_tokens=new_tokens, temperature=0,
                                              stream=True, stream_options={"include_usage": True},
                                              extra_body={"ignore_eos": True})
-    async for chunk in stream:  # a chunk a token (its text may be empty: a part of a character, an id past
-        # the tokenizer's), and a last one that only says why it stopped
+    async for chunk in stream:  # a chunk a token, or a turn's tokens (gpt2_arch/pipeline.py), its text maybe empty
+        # (a part of a character, an id past the tokenizer's); and a last one that only says why it stopped
         if chunk.choices and (chunk.choices[0].text or chunk.choices[0].finish_reason is None):
             times.append(time.perf_counter())
             text.append(chunk.choices[0].text)

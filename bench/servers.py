@@ -233,7 +233,7 @@ def report(result: dict) -> str:
     if floor := result["results"].get("floor"):
         lines.append(f"max serve's floor, step 14 on a GPT-2 of one layer of width 64 and the same vocabulary, one "
                      f"stream of {floor[0]['prompt_tokens']}-token prompts: {floor[0]['tokens_per_s']:.1f} tokens/s, "
-                     f"a token every {floor[0]['token_p50_ms']:.1f} ms (p50): what serving takes around the graph.")
+                     f"{1e3 / floor[0]['tokens_per_s']:.1f} ms a token: what serving takes around the graph.")
     if result["llama_cpp"]["reason"]:
         lines.append(f"llama.cpp: not measured: {result['llama_cpp']['reason']}.")
     if "note" in result["llama_cpp"]:

@@ -26,9 +26,11 @@ Facts you cannot guess (MAX 26.7), beside steps 14-17's:
 - An op that writes a buffer in place is staged with `max.graph.ops.inplace_custom(name, device, values,
   out_types=[TensorType(...)])` inside a graph function made callable on Tensors by `F.functional(fn)`;
   its Mojo package is loaded into the graph being built by `Graph.current._import_kernels([KERNEL])`.
-  Inside that function the tensors are graph values (its parameters need no type hints):
-  kv_collection.kv_blocks is the pool's BufferValue. inplace_custom returns a list of graph values, one
-  per out_type: the function returns the first one's `.tensor`.
+  Its parameters need no type hints: unhinted, each receives what it is called with (q, k, v as Tensors,
+  which graph ops take while the graph is built; kv_collection.kv_blocks is already the pool's BufferValue).
+  The hints F.functional's docstring speaks of turn Tensors into graph values; nothing here needs them.
+  inplace_custom returns a list of graph values, one per out_type: the function returns the first one's
+  `.tensor`.
 - `Tensor([layer], dtype=DType.uint32, device=q.device)` is a [1] uint32 tensor of a Python int.
 - `custom.declare` (step 16) declares matmul_q8's op as matvec_q8's was declared.
 - MAX 26.7 compiles one way of dequantising gathered rows wrongly (right op by op): an int8 table's rows

@@ -559,9 +559,36 @@ def test_a_forward_that_ignores_rows_fails_the_model_part_and_is_told(checkpoint
     assert part.status == FAIL and ROWS_IGNORED in _said(part), _said(part)
 
 
-def test_linears_without_their_bias_are_read_from_the_stream(checkpoints):
-    """A model whose every Linear drops its bias (the kernels right; nobody catalogued it): placed at block 0's
-    attention half, and read there as the reference with c_attn's and attn.c_proj's biases left out."""
+@pytest.mark.parametrize("same", [True, False])
+def test_an_error_both_kernels_hit_is_said_once_under_attention(monkeypatch, tmp_path, same):
+    """One Mojo package holds both ops: its build error, raised for each, is shown under attention and pointed to
+    under products; a products error of its own is shown as it is."""
+    from checker.steps.step18 import kernel
+    from runtime.learner import LearnerError
+
+    errors = {"paged_flash_attention": "step_18_kernel/paged_flash.mojo:12:5: use of unknown declaration 'lenght'",
+              "matmul_q8": "step_18_kernel/paged_flash.mojo:12:5: use of unknown declaration 'lenght'" if same else
+              "matmul_q8() returned None: is a `return` missing?"}
+
+    def run_kernel(path, function, *args, **kwargs):
+        raise LearnerError(errors[function])
+
+    monkeypatch.setattr(kernel, "run_kernel", run_kernel)
+    parts = []
+    run = SimpleNamespace(timeout=300.0, report=SimpleNamespace(parts=parts), add=lambda p: parts.append(p) or p)
+    kernel.attention_part(run, tmp_path / "step_18.py")
+    kernel.products_part(run, tmp_path / "step_18.py")
+    attention, products = parts
+    assert attention.status == products.status == FAIL and attention.summary == errors["paged_flash_attention"]
+    if same:
+        assert "same error as attention" in products.summary and "lenght" not in products.summary, products.summary
+    else:
+        assert products.summary == errors["matmul_q8"], products.summary
+
+
+def _judged_left_out(checkpoint, edit):
+    """judge_model on the stream and logits of the dequantised reference after `edit(model)`, as a learner's model
+    that computes it would record them."""
     import copy
 
     from checker.steps.step14.reference import (
@@ -575,20 +602,48 @@ def test_linears_without_their_bias_are_read_from_the_stream(checkpoints):
     from checker.steps.step18.model import judge_model
     from runtime.quantize import dequantize_hf
 
-    checkpoint = checkpoints["synthetic"]
     tokens = scenario_tokens(min(checkpoint.learner_config().vocab_size, 400))
     wrong = copy.deepcopy(dequantize_hf(hf_model(checkpoint, PAGED_LAYERS)))
-    for block in wrong.transformer.h:
-        for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
-            linear.bias.data.zero_()
+    edit(wrong)
     got, stream = scenario_logits(wrong, tokens), scenario_stream(wrong, tokens)
     ends = np.cumsum([len(batch) for batch in scenario_rows(tokens)])[:-1]
     names = list(stream)
     recorded = [list(pieces) for pieces in zip(*(np.split(stream[name], ends) for name in names))]  # per batch
-    part = judge_model(got, recorded, names, checkpoint, tokens)
+    return judge_model(got, recorded, names, checkpoint, tokens)
+
+
+def test_linears_without_their_bias_are_read_from_the_stream(checkpoints):
+    """A model whose every Linear drops its bias (the kernels right; nobody catalogued it): placed at block 0's
+    attention half, and read there as the reference with c_attn's and c_proj's biases left out."""
+    def no_biases(model):
+        for block in model.transformer.h:
+            for linear in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+                linear.bias.data.zero_()
+
+    part = _judged_left_out(checkpoints["synthetic"], no_biases)
     said = _said(part)
     assert part.status == FAIL and "block 0's attention half" in said, said
-    assert "with c_attn's and attn.c_proj's biases left out" in said, said
+    assert "with attn.c_attn's bias and attn.c_proj's bias left out, in every block" in said, said
+    assert "each Linear's product adds its own bias" in said, said
+
+
+@pytest.mark.parametrize("where, norm, left, placed", [
+    ("blocks", "ln_2", ("weight", "bias"), "block 0's MLP:"),
+    ("blocks", "ln_1", ("bias",), "block 0's attention half"),
+    ("end", "ln_f", ("weight",), "ln_f:")])
+def test_a_layernorm_without_its_weight_or_bias_is_read_from_the_stream(checkpoints, where, norm, left, placed):
+    """A LayerNorm that normalises but leaves out its weight (as ones) or bias (as zeros), nobody's catalogued
+    mistake: placed at the piece it feeds and read there as the reference with exactly those left out."""
+    def plain(model):
+        for owner in model.transformer.h if where == "blocks" else [model.transformer]:
+            for name in left:
+                getattr(getattr(owner, norm), name).data.fill_(0.0 if name == "bias" else 1.0)
+
+    part = _judged_left_out(checkpoints["synthetic"], plain)
+    said = _said(part)
+    words = " and ".join(f"{norm}'s {name}" for name in left)
+    assert part.status == FAIL and placed in said, said
+    assert f"with {words} left out" in said and "each LayerNorm scales the normalised rows" in said, said
 
 
 @pytest.mark.slow  # transformers' model run under noise, many times: 36-108 s

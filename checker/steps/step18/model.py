@@ -8,8 +8,9 @@ rounded reference instead, within what float32's noise moves it, checker.steps.s
 wide that an MLP normalised by ln_1, or wte's float rows embedded, passed.) Where the module reaches its product
 otherwise, the rounded reference stays. A model that is off while both kernels pass is placed at the first piece of
 its stream that differs (the embeddings, a block's attention or MLP half, ln_f, the head), from what its LayerNorms
-and MLPs were handed (step 14's Probed), and read there as the reference with a Linear's bias left out when one
-computes it (`without_bias`); a forward that ignores the rows it is handed is told so.
+and MLPs were handed (step 14's Probed), and read there as the reference with a parameter that feeds the piece left
+out (a Linear's bias, a LayerNorm's weight or bias) when one computes it (`without_parameter`); a forward that
+ignores the rows it is handed is told so.
 """
 
 from __future__ import annotations
@@ -131,25 +132,67 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
                                None if calls else rounding, floated=rounding if calls else None, handed=handed))
 
 
-# A Linear's bias left out, in every block (a model's wiring, not a kernel's): (what is left out, the Linears)
-BIASES = [("c_attn's and attn.c_proj's biases", ("attn.c_attn", "attn.c_proj")), ("c_attn's bias", ("attn.c_attn",)),
-          ("attn.c_proj's bias", ("attn.c_proj",)), ("mlp.c_fc's and mlp.c_proj's biases", ("mlp.c_fc", "mlp.c_proj")),
-          ("mlp.c_fc's bias", ("mlp.c_fc",)), ("mlp.c_proj's bias", ("mlp.c_proj",))]
+def leavable(hf, piece: str) -> list[list[str]]:
+    """What a forward can leave out that feeds `piece` (a block's attention half "h.i.ln_2", its MLP "h.i.mlp", or
+    "ln_f out"): each Linear's bias and LayerNorm's weight and bias there (a block's by its names in block 0, for
+    every block), alone, the Linears' biases together, and each LayerNorm's two together."""
+    import torch
+
+    halves = {"ln_2": ("ln_1", "attn"), "mlp": ("ln_2", "mlp")}
+    parts = piece.split(".")
+    if piece == "ln_f out":
+        owner, within = hf.transformer, ("ln_f",)
+    elif len(parts) == 3 and parts[0] == "h" and parts[2] in halves:
+        owner, within = hf.transformer.h[0], halves[parts[2]]
+    else:
+        return []
+    norms, biases = [], []
+    for name, _ in owner.named_parameters():
+        if name.split(".")[0] not in within:
+            continue
+        if isinstance(owner.get_submodule(name.rpartition(".")[0]), torch.nn.LayerNorm):
+            norms.append(name)
+        elif name.endswith(".bias"):
+            biases.append(name)
+    together = [biases] if len(biases) > 1 else []
+    together += [[n for n in norms if n.rpartition(".")[0] == ln] for ln in dict.fromkeys(n.rpartition(".")[0]
+                                                                                           for n in norms)]
+    return [[name] for name in biases + norms] + together
 
 
-def without_bias(piece: str, pieces: dict[str, np.ndarray], hf, tokens: dict[str, list[int]], off) -> str | None:
-    """The learner's stream at `piece` (the first that differs) read as the reference's with a Linear's bias left out
-    in every block (BIASES, the first that computes it), said; None when none does."""
-    if piece not in pieces or not piece.startswith("h."):
+def left_out(hf, names: list[str]):
+    """A copy of `hf` with `names` left out (leavable's), in every block: a bias as zeros, a LayerNorm's weight as
+    ones."""
+    model = copy.deepcopy(hf)
+    owners = [model.transformer] if names[0].startswith("ln_f") else list(model.transformer.h)
+    for owner in owners:
+        for name in names:
+            parameter = owner.get_parameter(name)
+            parameter.data.fill_(0.0 if name.endswith(".bias") else 1.0)
+    return model
+
+
+def said_left_out(names: list[str]) -> str:
+    """leavable's names in words, and what a forward owes each."""
+    words = " and ".join(f"{name.rpartition('.')[0]}'s {name.rpartition('.')[2]}" for name in names)
+    owed = []
+    if any(not name.startswith("ln") for name in names):
+        owed.append("each Linear's product adds its own bias (matmul_q8(x, q, scales, bias))")
+    if any(name.startswith("ln") for name in names):
+        owed.append("each LayerNorm scales the normalised rows by its weight and adds its bias")
+    where = "" if names[0].startswith("ln_f") else ", in every block"
+    return (f"read from your stream there: it is the reference's with {words} left out{where} (a weight as ones, a "
+            f"bias as zeros): {'; '.join(owed)}")
+
+
+def without_parameter(piece: str, pieces: dict[str, np.ndarray], hf, tokens: dict[str, list[int]], off) -> str | None:
+    """The learner's stream at `piece` (the first that differs) read as the reference's with a parameter that feeds
+    it left out (leavable's, the first that computes it), said; None when none does."""
+    if piece not in pieces:
         return None
-    for says, linears in BIASES:
-        model = copy.deepcopy(hf)
-        for block in model.transformer.h:
-            for name in linears:
-                block.get_submodule(name).bias.data.zero_()
-        if off(row_margins(pieces[piece], scenario_stream(model, tokens)[piece])) is None:
-            return (f"read from your stream there: it is the reference's with {says} left out, in every block: "
-                    "each Linear's product adds its own bias (matmul_q8(x, q, scales, bias))")
+    for names in leavable(hf, piece):
+        if off(row_margins(pieces[piece], scenario_stream(left_out(hf, names), tokens)[piece])) is None:
+            return said_left_out(names)
     return None
 
 
@@ -185,7 +228,7 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
                                 f"(the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
-            if (said := without_bias(placed.piece, pieces, hf, tokens, lambda m: off_rows(m, rows))) is not None:
+            if (said := without_parameter(placed.piece, pieces, hf, tokens, lambda m: off_rows(m, rows))) is not None:
                 verdict.details.append(said)
         elif (which := off_rows(row_margins(flat_got, flat_want), rows)) is not None:
             verdict.details.append("where: the whole stream and ln_f's output match; the head does not: the rows' "
