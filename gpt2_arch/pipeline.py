@@ -13,11 +13,12 @@ log-probabilities asked for. Any other batch is MAX's own step, unchanged.
 Such a batch, when every request in it is decoding, also takes its next steps in the same call, a turn
 of up to TURN seconds: between two calls MAX's scheduler builds the next batch and sends each token to
 the API process, which wakes and streams it, 1-3 ms on a 2-core CPU whose two cores also run the graph
-(solution 18, one stream of 32-token prompts on a 2-core AVX-512 EPYC: 93-106 tokens/s at a step a
-call, 126-144 at eight; sixteen streams 422-426 and 519-603; the performance page has the bench's).
+(solution 18 on a 2-core AVX-512 EPYC, one stream of 32-token prompts: 93-106 tokens/s at a step a
+call, 126-144 at eight; `bench --serve --fast` and what streaming pays: the performance page's
+"Decoding in turns").
 A turn ends early when a request finishes (EOS, max_tokens, the context), or when the cache has no page
 for a next token; a new request, or a cancelled one, waits at most a turn for the scheduler. A prompt's
-step runs alone, so its first token streams at once. (MAX 26.7 dropped its own multi-step decoding.)
+step runs alone, so its first token streams at once. (MAX 26.7's pipeline has no multi-step decoding.)
 
 GPT-2 reads no images or video: the scheduler's per-step questions about their encoders get None at once.
 """
