@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from max.pipelines.context import SamplingParams, TextContext, TokenBuffer
+from max.pipelines.context.eos_tracking import EOSTracker
 from max.pipelines.kv_cache import InsufficientBlocksError
 
 from gpt2_arch import pipeline as served_pipeline
@@ -64,10 +65,13 @@ def pipeline(pages: int = 1000) -> tuple[GPT2Pipeline, list[int]]:
     return made, steps
 
 
-def request(prompt: list[int], max_length: int = 64, decoding: bool = True, **sampling) -> TextContext:
-    """A greedy request, after its prompt's step (one new token, at 0) when `decoding`."""
+def request(prompt: list[int], max_length: int = 64, decoding: bool = True, eos: int | None = None,
+            **sampling) -> TextContext:
+    """A greedy request (ending at the token `eos`, if given), after its prompt's step (one new token, at 0) when
+    `decoding`."""
     context = TextContext(max_length=max_length, tokens=TokenBuffer(np.array(prompt, np.int64)),
-                          sampling_params=SamplingParams(**{"temperature": 0, **sampling}))
+                          sampling_params=SamplingParams(**{"temperature": 0, **sampling}),
+                          eos_tracker=EOSTracker(eos_token_ids=set() if eos is None else {eos}))
     if decoding:
         context.update(0)
         context.to_generation_output()
@@ -88,6 +92,13 @@ def test_a_decoding_batch_steps_until_a_request_is_done():
     assert answers == {0: [0, 3, 6, 9, 12], 1: [1, 4, 7, 10, 13]}  # each step's argmax, the first of a tie
     assert batch[1].is_done and not batch[0].is_done
     assert made._kv_manager.steps == 10 and made._kv_manager.allocs == 8  # a page asked for before each next step
+
+
+def test_a_turn_ends_at_a_requests_end_of_sequence():
+    made, steps = pipeline()
+    batch = [request([1, 2]), request([3], eos=7)]
+    assert run(made, batch) == {0: [0, 3, 6], 1: [1, 4, 7]} and steps == [0, 1, 2]
+    assert batch[1].is_done and not batch[0].is_done
 
 
 def test_a_turn_ends_when_the_cache_has_no_page_for_the_next_token():
