@@ -65,9 +65,9 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
         return {c.request_id: out for c in flat_batch if (out := c.to_generation_output()).tokens}
 
     def _another_step(self, batch: list[TextContext], ends: float) -> bool:
-        """Whether the turn goes on: time left, every request still decoding, and a page for each next token
-        (allocated here, as the scheduler does before a step)."""
-        if time.perf_counter() > ends or any(c.is_done or c.tokens.active_length != 1 for c in batch):
+        """Whether the turn goes on: time left, no request done, and a page for each next token (allocated here,
+        as the scheduler does before a step)."""
+        if time.perf_counter() > ends or any(c.is_done for c in batch):
             return False
         try:
             for context in batch:

@@ -154,9 +154,10 @@ def leavable(hf, piece: str) -> list[list[str]]:
             norms.append(name)
         elif name.endswith(".bias"):
             biases.append(name)
-    together = [biases] if len(biases) > 1 else []
-    together += [[n for n in norms if n.rpartition(".")[0] == ln] for ln in dict.fromkeys(n.rpartition(".")[0]
-                                                                                           for n in norms)]
+    by_norm: dict[str, list[str]] = {}  # each LayerNorm's weight and bias
+    for name in norms:
+        by_norm.setdefault(name.rpartition(".")[0], []).append(name)
+    together = ([biases] if len(biases) > 1 else []) + list(by_norm.values())
     return [[name] for name in biases + norms] + together
 
 
