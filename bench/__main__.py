@@ -11,8 +11,8 @@
                                      --llama-server BINARY) and transformers at 1, 4, 16 and 32 streams, prompts
                                      of 32 and 512 tokens (bench/servers.py; --figure, default .cache/serving.png)
     python -m bench --decode-split   where a decode step of step 18's served graph goes at 1 to 32 requests, and a
-                                     prefill of 1 to 16 prompts of 512: products, attention, the rest
-                                     (bench/served_split.py)
+                                     prefill of 1 to 16 prompts of 512: products, attention, the rest;
+                                     a product's call beside its bytes (bench/served_split.py)
     python -m bench --json out.json  where to write the figures (default .cache/bench.json)
     python -m bench --llama-cpp SRC  also llama.cpp's Q8_0 decode (bench/llama.py; SRC a llama.cpp source tree)
     python -m bench --context        every decoder's tokens/s against the context length, drawn as a PNG
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-server", type=Path, default=None, metavar="BINARY",
                         help="with --serve --fast: llama.cpp's llama-server, built from the --llama-cpp tree")
     parser.add_argument("--decode-split", action="store_true", help="step 18's served decode step at 1 to 32 "
-                        "requests and prefill of 1 to 16 prompts of 512: products, attention, the rest")
+                        "requests and prefill of 1 to 16 prompts of 512: products, attention, the rest; "
+                        "a product's call")
     parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
                         "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",

@@ -9,6 +9,9 @@ as it came). Each version decodes its own requests, the four in alternating roun
 median steps are the products', the attention's and the norms' and GELUs' share, what the third takes is the rest
 (the other graph ops, the calls between them, the step's fixed cost): what fusing the small ops into the products
 could save at most is the norms' and GELUs' share.
+
+The products' share is then taken apart (`product_calls`): chains of CALLS products at one row of x, of two
+widths, give what a call costs beside the bytes of its weights, and the rate those bytes are read at.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from unittest import mock
 
 import numpy as np
 
+from runtime.bandwidth import products
 from runtime.files import MODEL_FILE
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
@@ -31,6 +35,7 @@ STREAMS = (1, 4, 16, 32)
 PROMPT = 32
 PREFILLS, LONG_PROMPT = (1, 4, 16), 512  # prompts of LONG_PROMPT tokens in one prefill
 PAGE = 128  # positions a page: every request's prompt and its steps fit in one
+CALLS, WIDTHS = 24, (768, 6144)  # products a chain and the rows of their weights, each [N, 768]
 ROUNDS, STEPS = 4, 10  # alternating rounds of STEPS timed steps per version, after one untimed
 
 
@@ -214,6 +219,77 @@ def prefill_report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+class _Chain:
+    """CALLS of solution 18's products on weights [n, 768] of random int8, each output's first 768 columns the
+    next one's x, compiled (built inside a function: importing MAX takes seconds)."""
+
+    def __new__(cls, n: int, rng):
+        from max.driver import CPU
+        from max.dtype import DType
+        from max.experimental import functional as F
+        from max.experimental.nn import Module
+        from max.experimental.tensor import Tensor
+        from max.graph import TensorType
+
+        from solutions.solution_16 import quantize
+        from solutions.solution_18 import matmul_q8
+
+        class Product(Module):
+            def __init__(self):
+                self.q, self.scales = Tensor.zeros([n, 768], dtype=DType.int8), Tensor.zeros([n, 768 // 32])
+                self.bias = Tensor.zeros([n])
+
+        class Chain(Module):
+            def __init__(self):
+                self.products = [Product() for _ in range(CALLS)]
+
+            def forward(self, x):
+                for p in self.products:
+                    x = matmul_q8(x, p.q, p.scales, p.bias)[:, :768]
+                return x
+
+        weights = {}
+        for i in range(CALLS):
+            q, scales = quantize(rng.standard_normal((n, 768)).astype(np.float32))
+            weights |= {f"products.{i}.q": q, f"products.{i}.scales": scales,
+                        f"products.{i}.bias": np.zeros(n, np.float32)}
+        with F.lazy():
+            chain = Chain()
+        return chain.compile(TensorType(DType.float32, [1, 768], device=CPU()), weights=weights)
+
+
+def product_calls(config, widths: tuple[int, ...] = WIDTHS, rounds: int = 50 * ROUNDS) -> dict:
+    """What a call of solution 18's product costs at one row of x beside its weight bytes: chains of CALLS products
+    at each width, run in alternating rounds; a straight line through (MB a call, µs a call) crosses 0 MB at the
+    call's own cost, and its slope is the rate the weights are read at. `calls_ms`: what the decode step's
+    products (runtime.bandwidth.products) pay in calls."""
+    from max.driver import Buffer
+
+    rng = np.random.default_rng(0)
+    chains = {n: _Chain(n, rng) for n in widths}
+    x = Buffer.from_numpy(rng.standard_normal((1, 768)).astype(np.float32))
+    took: dict[int, list[float]] = {n: [] for n in widths}
+    for round_ in range(rounds + 1):
+        for n in widths if round_ % 2 else widths[::-1]:
+            started = time.perf_counter()
+            chains[n].execute_raw(x)
+            if round_:  # the first round is a warm-up
+                took[n].append(time.perf_counter() - started)
+    # (MB, µs) a call: int8 weights and a float32 scale per 32
+    points = [(n * 768 * (1 + 4 / 32) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in widths]
+    slope, call_us = np.polyfit(*zip(*points), 1)
+    calls = sum(count for _, count in products(config).values())
+    return dict(call_us=float(call_us), gb_per_s=float(1e3 / slope), points=points, calls=calls,
+                calls_ms=calls * float(call_us) / 1e3)
+
+
+def calls_report(calls: dict) -> str:
+    widths = " and ".join(f"{mb:.2f} MB at {us:.0f} µs" for mb, us in calls["points"])
+    return (f"A product's call at one row of x (chains of {CALLS}, weights of {widths} a call): "
+            f"{calls['call_us']:.1f} µs beside its weights, read at {calls['gb_per_s']:.1f} GB/s; "
+            f"the {calls['calls']} products of a decode step pay {calls['calls_ms']:.2f} ms in calls.")
+
+
 def main(folder: Path, config, machine: dict, path: Path) -> int:
     # One compile of the four versions and one page pool, room enough for both splits.
     room = [max(both) for both in zip(_decode_room(STREAMS), _prefill_room(PREFILLS))]
@@ -222,6 +298,8 @@ def main(folder: Path, config, machine: dict, path: Path) -> int:
     print(split_report(rows, machine))
     prefills = prefill_split(folder, config, versions=versions)
     print("\n" + prefill_report(prefills))
+    calls = product_calls(config)
+    print("\n" + calls_report(calls))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(machine=machine, split=rows, prefill=prefills), indent=1))
+    path.write_text(json.dumps(dict(machine=machine, split=rows, prefill=prefills, calls=calls), indent=1))
     return 0

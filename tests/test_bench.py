@@ -368,6 +368,28 @@ def test_prefill_split_takes_the_products_and_the_attention_out_of_a_prefill(che
     assert f"| {row['norms_gelus_ms']:.0f} |" in text and "norms and GELUs" in text, text
 
 
+@pytest.mark.slow
+def test_product_calls_part_a_call_from_its_bytes(checkpoints):
+    """`--decode-split`'s product calls: the wider chain takes longer a call, the line through the two crosses
+    0 bytes above 0 µs and climbs at a rate a memory reads at, the decode step's calls are GPT-2's 4 a block and
+    the head's, and the report gives each figure."""
+    from bench.served_split import calls_report, product_calls
+
+    checkpoint = checkpoints["synthetic"]
+    config = checkpoint.learner_config()
+    calls = product_calls(config, rounds=20)
+    (mb_small, us_small), (mb_wide, us_wide) = calls["points"]
+    assert mb_small < mb_wide and us_small < us_wide, calls
+    assert 0 < calls["call_us"] < us_small and 1 < calls["gb_per_s"] < 1000, calls
+    for mb, us in calls["points"]:  # the line goes through both
+        assert calls["call_us"] + 1e3 * mb / calls["gb_per_s"] == pytest.approx(us), calls
+    assert calls["calls"] == 4 * config.n_layer + 1, calls
+    assert calls["calls_ms"] == pytest.approx(calls["calls"] * calls["call_us"] / 1e3), calls
+    text = calls_report(calls)
+    assert f"{calls['call_us']:.1f} µs beside its weights" in text and f"{calls['gb_per_s']:.1f} GB/s" in text, text
+    assert f"{calls['calls_ms']:.2f} ms in calls" in text, text
+
+
 def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_path, checkpoints):
     """`--serve --fast` also serves a GPT-2 of one layer of width 64 with the checkpoint's vocabulary and
     tokenizer, to measure what max serve takes a token around an almost free graph; the report says it."""
