@@ -27,6 +27,7 @@ import numpy as np
 
 from runtime.bandwidth import products
 from runtime.files import MODEL_FILE
+from runtime.quantize import BLOCK
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
 # them takes seconds.
@@ -35,7 +36,7 @@ STREAMS = (1, 4, 16, 32)
 PROMPT = 32
 PREFILLS, LONG_PROMPT = (1, 4, 16), 512  # prompts of LONG_PROMPT tokens in one prefill
 PAGE = 128  # positions a page: every request's prompt and its steps fit in one
-CALLS, WIDTHS = 24, (768, 6144)  # products a chain and the rows of their weights, each [N, 768]
+CALLS, WIDTHS = 24, (1, 8)  # products a chain; the rows of their weights, [N, n_embd], N as n_embd times these
 ROUNDS, STEPS = 4, 10  # alternating rounds of STEPS timed steps per version, after one untimed
 
 
@@ -219,55 +220,53 @@ def prefill_report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-class _Chain:
-    """CALLS of solution 18's products on weights [n, 768] of random int8, each output's first 768 columns the
-    next one's x, compiled (built inside a function: importing MAX takes seconds)."""
+def _chain(n: int, k: int, rng):
+    """CALLS of solution 18's products on random weights [n, k], compiled: x [1, k] -> each output's first k
+    columns, the next one's x."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.experimental import functional as F
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+    from max.graph import TensorType
 
-    def __new__(cls, n: int, rng):
-        from max.driver import CPU
-        from max.dtype import DType
-        from max.experimental import functional as F
-        from max.experimental.nn import Module
-        from max.experimental.tensor import Tensor
-        from max.graph import TensorType
+    from solutions.solution_16 import quantize
+    from solutions.solution_18 import matmul_q8
 
-        from solutions.solution_16 import quantize
-        from solutions.solution_18 import matmul_q8
+    class Product(Module):
+        def __init__(self):
+            self.q, self.scales = Tensor.zeros([n, k], dtype=DType.int8), Tensor.zeros([n, -(-k // BLOCK)])
+            self.bias = Tensor.zeros([n])
 
-        class Product(Module):
-            def __init__(self):
-                self.q, self.scales = Tensor.zeros([n, 768], dtype=DType.int8), Tensor.zeros([n, 768 // 32])
-                self.bias = Tensor.zeros([n])
+    class Chain(Module):
+        def __init__(self):
+            self.products = [Product() for _ in range(CALLS)]
 
-        class Chain(Module):
-            def __init__(self):
-                self.products = [Product() for _ in range(CALLS)]
+        def forward(self, x):
+            for p in self.products:
+                x = matmul_q8(x, p.q, p.scales, p.bias)[:, :k]
+            return x
 
-            def forward(self, x):
-                for p in self.products:
-                    x = matmul_q8(x, p.q, p.scales, p.bias)[:, :768]
-                return x
-
-        weights = {}
-        for i in range(CALLS):
-            q, scales = quantize(rng.standard_normal((n, 768)).astype(np.float32))
-            weights |= {f"products.{i}.q": q, f"products.{i}.scales": scales,
-                        f"products.{i}.bias": np.zeros(n, np.float32)}
-        with F.lazy():
-            chain = Chain()
-        return chain.compile(TensorType(DType.float32, [1, 768], device=CPU()), weights=weights)
+    weights = {}
+    for i in range(CALLS):
+        q, scales = quantize(rng.standard_normal((n, k)).astype(np.float32))
+        weights |= {f"products.{i}.q": q, f"products.{i}.scales": scales, f"products.{i}.bias": np.zeros(n, np.float32)}
+    with F.lazy():
+        chain = Chain()
+    return chain.compile(TensorType(DType.float32, [1, k], device=CPU()), weights=weights)
 
 
 def product_calls(config, widths: tuple[int, ...] = WIDTHS, rounds: int = 50 * ROUNDS) -> dict:
     """What a call of solution 18's product costs at one row of x beside its weight bytes: chains of CALLS products
-    at each width, run in alternating rounds; a straight line through (MB a call, µs a call) crosses 0 MB at the
-    call's own cost, and its slope is the rate the weights are read at. `calls_ms`: what the decode step's
-    products (runtime.bandwidth.products) pay in calls."""
+    on weights [N, n_embd] for N n_embd times each of `widths`, run in alternating rounds; a straight line through
+    (MB a call, µs a call) crosses 0 MB at the call's own cost, and its slope is the rate the weights are read at.
+    `calls_ms`: what the decode step's products (runtime.bandwidth.products) pay in calls."""
     from max.driver import Buffer
 
-    rng = np.random.default_rng(0)
-    chains = {n: _Chain(n, rng) for n in widths}
-    x = Buffer.from_numpy(rng.standard_normal((1, 768)).astype(np.float32))
+    k, rng = config.n_embd, np.random.default_rng(0)
+    widths = tuple(w * k for w in widths)
+    chains = {n: _chain(n, k, rng) for n in widths}
+    x = Buffer.from_numpy(rng.standard_normal((1, k)).astype(np.float32))
     took: dict[int, list[float]] = {n: [] for n in widths}
     for round_ in range(rounds + 1):
         for n in widths if round_ % 2 else widths[::-1]:
@@ -275,8 +274,8 @@ def product_calls(config, widths: tuple[int, ...] = WIDTHS, rounds: int = 50 * R
             chains[n].execute_raw(x)
             if round_:  # the first round is a warm-up
                 took[n].append(time.perf_counter() - started)
-    # (MB, µs) a call: int8 weights and a float32 scale per 32
-    points = [(n * 768 * (1 + 4 / 32) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in widths]
+    # (MB, µs) a call: int8 weights and a float32 scale a block
+    points = [(n * k * (1 + 4 / BLOCK) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in widths]
     slope, call_us = np.polyfit(*zip(*points), 1)
     calls = sum(count for _, count in products(config).values())
     return dict(call_us=float(call_us), gb_per_s=float(1e3 / slope), points=points, calls=calls,
