@@ -27,7 +27,7 @@ import numpy as np
 
 from runtime.bandwidth import products
 from runtime.files import MODEL_FILE
-from runtime.quantize import BLOCK
+from runtime.quantize import BLOCK, quantize
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
 # them takes seconds.
@@ -230,7 +230,6 @@ def _chain(n: int, k: int, rng):
     from max.experimental.tensor import Tensor
     from max.graph import TensorType
 
-    from solutions.solution_16 import quantize
     from solutions.solution_18 import matmul_q8
 
     class Product(Module):
@@ -264,18 +263,18 @@ def product_calls(config, widths: tuple[int, ...] = WIDTHS, rounds: int = 50 * R
     from max.driver import Buffer
 
     k, rng = config.n_embd, np.random.default_rng(0)
-    widths = tuple(w * k for w in widths)
-    chains = {n: _chain(n, k, rng) for n in widths}
+    rows = tuple(w * k for w in widths)  # of each chain's weights
+    chains = {n: _chain(n, k, rng) for n in rows}
     x = Buffer.from_numpy(rng.standard_normal((1, k)).astype(np.float32))
-    took: dict[int, list[float]] = {n: [] for n in widths}
+    took: dict[int, list[float]] = {n: [] for n in rows}
     for round_ in range(rounds + 1):
-        for n in widths if round_ % 2 else widths[::-1]:
+        for n in rows if round_ % 2 else rows[::-1]:
             started = time.perf_counter()
             chains[n].execute_raw(x)
             if round_:  # the first round is a warm-up
                 took[n].append(time.perf_counter() - started)
     # (MB, µs) a call: int8 weights and a float32 scale a block
-    points = [(n * k * (1 + 4 / BLOCK) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in widths]
+    points = [(n * k * (1 + 4 / BLOCK) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in rows]
     slope, call_us = np.polyfit(*zip(*points), 1)
     calls = sum(count for _, count in products(config).values())
     return dict(call_us=float(call_us), gb_per_s=float(1e3 / slope), points=points, calls=calls,
