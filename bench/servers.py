@@ -3,6 +3,8 @@ requests to each, in one run.
 
     step 18       solution 18 behind `max serve` (`serve --fast`): paged FlashAttention and batched int8 products
     step 14       solution 14 behind `max serve`: MAX's attention, float32 matmuls
+                  (both: a batch of up to the largest S; a pool of llama-server's positions, PARALLEL slots of the
+                  longest request, in whole pages, shared: MAX's scheduler queues a request while no page is free)
     llama.cpp     `llama-server` (--llama-server BINARY) on the same checkpoint as GGUF Q8_0 (converted with the
                   llama.cpp tree given as --llama-cpp SOURCE), --parallel 16, continuous batching, a thread a CPU
     transformers  GPT2LMHeadModel.generate, `streams` prompts in one batch (bench/serve.py's)
@@ -40,7 +42,7 @@ from pathlib import Path
 from bench.llama import NO_REPACK, REPACK_NOTE, convert
 from bench.serve import prompts, served_level, transformers_level, whole_characters
 from runtime.paths import REPO, shown
-from runtime.server import Server, descendants, free_port, same_text
+from runtime.server import PAGE, Server, descendants, free_port, same_text
 
 # torch, transformers and matplotlib are imported inside the functions that use them: importing them takes seconds.
 
@@ -161,10 +163,12 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
         servers = {}  # name -> (url, pid)
+        context = max(load.prompt_tokens) + load.new_tokens + 8  # positions a slot of llama-server holds
+        pool = max(PARALLEL * -(-context // PAGE) * PAGE, checkpoint.config()["n_positions"])  # its slots, in pages
         for name, step in (("step 18", "18"), ("step 14", "14")):
             print(f"starting {name} under max serve:", file=sys.stderr, flush=True)
             server = stack.enter_context(Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path,
-                                                max_batch_size=max(load.streams)))
+                                                max_batch_size=max(load.streams), pool_positions=pool))
             servers[name] = server.url, server.process.pid
         print("starting max serve's floor (step 14 on a GPT-2 of one layer of width 64):", file=sys.stderr, flush=True)
         floor = stack.enter_context(Server(REPO / "solutions" / "solution_14.py",
@@ -172,7 +176,7 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
         if gguf is not None:
             print("starting llama.cpp's llama-server:", file=sys.stderr, flush=True)
             servers["llama.cpp"] = stack.enter_context(
-                llama_server(binary, gguf, max(load.prompt_tokens) + load.new_tokens + 8))
+                llama_server(binary, gguf, context))
         groups = {pid: os.getpgid(pid) for pid in [*(pid for _, pid in servers.values()), floor.process.pid]}
         for at, (length, s) in enumerate(levels):
             requests = work[length, s]
@@ -196,7 +200,8 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
                 with alone(groups[floor.process.pid], list(groups.values())):
                     results["floor"] = [_level(floor.url, length, s, load, work, expected, tokenizer)]
             print(f"{length}-token prompts, {s} streams: {', '.join(said)} tokens/s", file=sys.stderr, flush=True)
-    return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama)
+    return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama,
+                cache=dict(positions=pool, context=context, parallel=PARALLEL))
 
 
 def report(result: dict) -> str:
@@ -224,6 +229,10 @@ def report(result: dict) -> str:
     lines += ["", "TTFT and per-token columns: " + " / ".join(names) + ".",
               "Peak resident memory after the 16-stream level: " + ", ".join(
                   f"{n} {mb:.0f} MB" for n, mb in result["memory_mb"].items()) + "."]
+    if cache := result.get("cache"):
+        lines.append(f"The caches: llama-server {cache['parallel']} slots of {cache['context']} positions (f16); "
+                     f"steps 18 and 14 one pool of {cache['positions']} positions in pages of {PAGE} (float32), "
+                     "shared by the streams.")
     for n in names[:-1]:
         same = sum(r["same_text"] for r in result["results"][n])
         total = sum(r["requests"] for r in result["results"][n])

@@ -4,6 +4,8 @@
     pixi run serve --fast           steps/step_18.py: your paged FlashAttention and batched int8 products
     pixi run serve --solutions      the course's solutions
     pixi run serve --port 8000      a port of your choice (default: a free one)
+    pixi run serve --pool 8192      the paged cache holds 8192 positions, shared by every request
+                                    (default: 16 requests x 1024; at least 1024)
 
 Prints the URL and a curl line once the server is ready; Ctrl-C, or a `kill` of this process, stops it
 (and everything it started).
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--solutions", action="store_true", help="serve the course's solutions instead of your steps")
     parser.add_argument("--fast", action="store_true", help="serve step 18 (your kernels) instead of step 14")
     parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--pool", type=int, default=None, metavar="POSITIONS",
+                        help="positions the paged cache holds, shared by every request (default: 16 x 1024)")
     args = parser.parse_args(argv)
     runtime.setup()
     step = "18" if args.fast else "14"
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         print("(a stand-in's random weights: the text is gibberish, as in pixi run gpt2; its ids are what is checked)")
     print(f"Serving {shown(path)} with max serve...", flush=True)
     try:
-        with Server(path, checkpoint.path, port=args.port) as server:
+        with Server(path, checkpoint.path, port=args.port, pool_positions=args.pool) as server:
             print(f"\nYour GPT-2 answers at {server.url}/v1 (OpenAI API; model name {MODEL!r}). Try:\n")
             print(f"  curl {server.url}/v1/completions -H 'Content-Type: application/json' \\\n"
                   f"    -d '{{\"model\": \"{MODEL}\", \"prompt\": \"Hello, I am\", \"max_tokens\": 16, "

@@ -39,12 +39,12 @@ from gpt2_arch.config import GPT2ArchConfig
 from runtime.checkpoints import learner_config
 from runtime.files import MODEL_FILE
 from runtime.learner import LearnerError, import_step, imported_steps
+from runtime.server import SERVED
 from runtime.threads import yield_to_host
 
 # huggingface_hub is imported inside the functions that use it: importing it takes seconds.
 
 REPO = Path(__file__).resolve().parent.parent
-SERVED = "GPT2_SERVED"  # the environment variable naming the step file to serve (14, or 18 for --fast)
 ALL_ROWS = 2  # return_n_logits when a request of the batch wants every row's logits (1: the last rows only)
 
 

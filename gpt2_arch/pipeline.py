@@ -20,17 +20,27 @@ A turn ends early when a request finishes (EOS, max_tokens, the context), or whe
 for a next token; a new request, or a cancelled one, waits at most a turn for the scheduler. A prompt's
 step runs alone, so its first token streams at once. (MAX 26.7's pipeline has no multi-step decoding.)
 
+The paged cache's pool holds, when POOL is set (runtime.server sets it), that many positions shared by
+every request, instead of MAX's max_batch_size x max_length: llama-server's `-c` with its slots sharing
+one cache. The scheduler admits a prompt when its pages are free and takes a decoding request out (to run
+again later) when none is left for its next token; a request at max_length always fits.
+
 GPT-2 reads no images or video: the scheduler's per-step questions about their encoders get None at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
 import time
 
 from max.pipelines.context import TextContext
 from max.pipelines.kv_cache import InsufficientBlocksError
 from max.pipelines.lib.pipeline_variants.text_generation import TextGenerationPipeline
+
+from gpt2_arch.config import GPT2ArchConfig
+from runtime.server import POOL
 
 TURN = 0.05  # seconds: a decoding batch's steps run back to back in one call until this much has passed
 
@@ -43,8 +53,26 @@ def plainly_greedy(context: TextContext) -> bool:
             and not context.label_token_ids)
 
 
+def pooled(memory_plan, pipeline_config, positions: int):
+    """MAX's memory plan with the cache's bytes cut to `positions` (whole pages, and MAX's null page)."""
+    longest = memory_plan.planned_max_length  # max_length: the longest request the server takes
+    kv = GPT2ArchConfig.initialize(pipeline_config, max_seq_len=longest).get_kv_params()
+    if positions < longest:
+        raise ValueError(f"a pool of {positions} positions cannot hold one request of max_length {longest}: "
+                         f"give it at least {longest}")
+    pages = -(-positions // kv.page_size) + 1
+    return dataclasses.replace(memory_plan, available_cache_memory=min(memory_plan.available_cache_memory,
+                                                                       pages * kv.bytes_per_block))
+
+
 class GPT2Pipeline(TextGenerationPipeline[TextContext]):
-    """MAX's TextGenerationPipeline; a plainly greedy batch's step skips the sampling graph (module docstring)."""
+    """MAX's TextGenerationPipeline; a plainly greedy batch's step skips the sampling graph, the pool holds
+    POOL positions when set (module docstring)."""
+
+    def __init__(self, pipeline_config, pipeline_model, weight_adapters, tokenizer, memory_plan):
+        if os.environ.get(POOL):
+            memory_plan = pooled(memory_plan, pipeline_config, int(os.environ[POOL]))
+        super().__init__(pipeline_config, pipeline_model, weight_adapters, tokenizer, memory_plan)
 
     def _execute(self, inputs):
         batch = inputs.flat_batch

@@ -28,6 +28,9 @@ from runtime.paths import REPO
 # openai is imported inside the functions that use it: importing it takes seconds.
 
 MODEL = "gpt2"  # the name clients ask for, whatever checkpoint folder is served
+SERVED = "GPT2_SERVED"  # environment: the step file the server's model comes from (gpt2_arch.model)
+POOL = "GPT2_POOL_POSITIONS"  # environment: the positions the paged cache holds, shared (gpt2_arch.pipeline)
+PAGE = 128  # positions a page of the paged cache holds (MAX 26.7's default, and its smallest)
 _REFUSED = re.compile(r"WARNING: (?:(?:Input validation|Value|Request validation) error in request \S+|Refused "
                       r"request): (.*)")
 START_LIMIT = 900.0  # seconds: a cold start compiles the model (~75-130 s on 2 cores) and the sampler
@@ -54,17 +57,21 @@ def command(checkpoint_dir: Path, port: int, *, max_batch_size: int = 16) -> lis
     return [sys.executable, "-m", "runtime.guard", sys.executable, "-m", "gpt2_arch.server", "serve",
             "--custom-architectures", "gpt2_arch", "--model", str(checkpoint_dir), "--served-model-name", MODEL,
             "--devices", "cpu",
-            "--max-batch-size", str(max_batch_size),
+            "--max-batch-size", str(max_batch_size), "--kv-cache-page-size", str(PAGE),
             "--no-enable-overlap-scheduler", "--no-device-graph-capture", "--enable-echo",
             "--enable-in-flight-batching",
             "--host", "127.0.0.1", "--port", str(port)]
 
 
-def environment(step14: Path) -> dict[str, str]:
+def environment(step14: Path, pool_positions: int | None = None) -> dict[str, str]:
+    """What the server's processes read besides its flags: the step file, no hub, no telemetry, and the pool's
+    positions when given (gpt2_arch.pipeline: shared by every request; else MAX's max_batch_size x 1024)."""
     # No metrics: MAX's metrics worker is a third process, ~15 s of each start on 2 cores, that nothing reads.
-    return {**os.environ, "GPT2_SERVED": str(step14), "HF_HUB_OFFLINE": "1", "MAX_SERVE_DISABLE_TELEMETRY": "1",
-            "MAX_SERVE_METRIC_RECORDING_METHOD": "NOOP",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, SERVED: str(step14), "HF_HUB_OFFLINE": "1", "MAX_SERVE_DISABLE_TELEMETRY": "1",
+           "MAX_SERVE_METRIC_RECORDING_METHOD": "NOOP",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop(POOL, None)
+    return env | ({POOL: str(pool_positions)} if pool_positions else {})
 
 
 class Signalled:
@@ -119,12 +126,13 @@ class ServerTimeout(ServerError):
 
 class Server:
     def __init__(self, step14: Path, checkpoint_dir: Path, *, port: int | None = None, limit: float = START_LIMIT,
-                 log: Path | None = None, quiet: bool = False, max_batch_size: int = 16):
+                 log: Path | None = None, quiet: bool = False, max_batch_size: int = 16,
+                 pool_positions: int | None = None):
         self.step14, self.checkpoint_dir, self.limit, self.quiet = step14, checkpoint_dir, limit, quiet
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log or REPO / ".cache" / f"serve-{self.port}.log"
-        self.max_batch_size = max_batch_size
+        self.max_batch_size, self.pool_positions = max_batch_size, pool_positions
         self.process: subprocess.Popen | None = None
         self.started_in: float | None = None
         self._handlers: dict = {}
@@ -152,7 +160,7 @@ class Server:
         began = time.perf_counter()
         with open(self.log, "w") as out:
             self.process = subprocess.Popen(command(self.checkpoint_dir, self.port, max_batch_size=self.max_batch_size),
-                                            cwd=REPO, env=environment(self.step14), stdout=out,
+                                            cwd=REPO, env=environment(self.step14, self.pool_positions), stdout=out,
                                             stderr=subprocess.STDOUT, stdin=subprocess.PIPE,
                                             start_new_session=True)
         try:

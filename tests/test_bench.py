@@ -413,6 +413,22 @@ def test_the_floor_is_gpt2_of_one_layer_with_the_vocabulary_and_is_reported(tmp_
     assert "floor tokens/s" not in text, text
 
 
+def test_the_serving_report_says_what_each_servers_cache_holds():
+    """The report names llama-server's slots and the pool steps 18 and 14 share among their streams."""
+    from bench.servers import report
+
+    row = dict(prompt_tokens=512, streams=16, same_text=0, requests=32, tokens_per_s=118.1, ttft_p50_ms=90.0,
+               token_p50_ms=40.0, token_p99_ms=300.0)
+    result = dict(machine=dict(processor="a CPU", vector_extensions=["avx2"], cpus=2), model="a stand-in",
+                  load=dict(new_tokens=64), results={"step 18": [row], "transformers": [row]},
+                  memory_mb={"step 18": 2100.0}, llama_cpp={"reason": None},
+                  cache=dict(positions=10240, context=584, parallel=16))
+    text = report(result)
+    assert "llama-server 16 slots of 584 positions (f16)" in text, text
+    assert "one pool of 10240 positions in pages of 128 (float32), shared by the streams" in text, text
+    assert "step 18 2100 MB" in text, text
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from Linux's /proc")
 def test_peak_memory_counts_a_servers_children():
     """A server's memory is in its worker, a grandchild: peak_rss_mb takes the largest of the whole tree."""

@@ -29,7 +29,7 @@ import pytest
 
 from runtime.guard import GRACE
 from runtime.paths import REPO
-from runtime.server import MODEL, Server, descendants
+from runtime.server import MODEL, Server, ServerError, descendants, same_text
 from tests.conftest import SERVED, one_server
 
 pytestmark = pytest.mark.xdist_group(SERVED)  # slow: tests/conftest.py (SLOW_FILES)
@@ -589,3 +589,40 @@ def test_however_serve_ends_the_server_ends_and_the_port_is_free(checkpoint, ser
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+def test_a_pool_smaller_than_the_streams_takes_turns_and_changes_no_token(checkpoint, server_slot):
+    """A pool of n_positions (8 pages of 128) for 16 requests of ~120-token prompts and 16 new tokens each: they
+    cannot all hold their pages at once (each needs a second page while it decodes), so MAX's scheduler queues
+    and preempts them; every one still gets transformers' greedy text. The log shows the pool of 8 pages (and
+    MAX's null page) and a request preempted."""
+    from transformers import AutoTokenizer
+
+    from checker.steps.step14.served import greedy_reference
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint.path)
+    asked = []
+    for i in range(16):  # 110 to 125 tokens, four endings
+        asked.append("The model")
+        while len(tokenizer(asked[-1])["input_ids"]) < 110 + i:
+            asked[-1] += f" {['and more', 'or less', 'then some', 'once again'][i % 4]}"
+    assert all(len(tokenizer(p)["input_ids"]) <= 128 for p in asked)
+    expected, _ = greedy_reference(checkpoint, asked, 16)
+    with Server(SOLUTION, checkpoint.path, quiet=True, pool_positions=1024) as server:
+        client = server.client()
+
+        def complete(prompt: str) -> str:
+            return client.completions.create(model=MODEL, prompt=prompt, max_tokens=16, temperature=0).choices[0].text
+
+        with ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(complete, asked))
+        log = server.log.read_text()
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in expected]
+    assert all(same_text(g, t) for g, t in zip(got, texts)), [(g, t) for g, t in zip(got, texts) if g != t]
+    assert "Jenga KV manager: 9 huge pages" in log and "Preempted a request" in log, log[-3000:]
+
+
+def test_a_pool_that_cannot_hold_one_request_is_refused_at_start(checkpoint, server_slot):
+    with pytest.raises(ServerError, match="a pool of 1000 positions cannot hold one request of max_length 1024"):
+        with Server(SOLUTION, checkpoint.path, quiet=True, pool_positions=1000):
+            pass
