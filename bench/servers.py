@@ -3,8 +3,9 @@ requests to each, in one run.
 
     step 18       solution 18 behind `max serve` (`serve --fast`): paged FlashAttention and batched int8 products
     step 14       solution 14 behind `max serve`: MAX's attention, float32 matmuls
-                  (both: a batch of up to the largest S; a pool of llama-server's positions, PARALLEL slots of the
-                  longest request, in whole pages, shared: MAX's scheduler queues a request while no page is free)
+                  (both: a batch of up to the largest S; one pool for llama-server's PARALLEL slots of the longest
+                  request, in whole pages, and a tenth more: MAX's scheduler admits no prompt beside decoding
+                  requests while the pool is over 90% full, and queues one while no page is free)
     llama.cpp     `llama-server` (--llama-server BINARY) on the same checkpoint as GGUF Q8_0 (converted with the
                   llama.cpp tree given as --llama-cpp SOURCE), --parallel 16, continuous batching, a thread a CPU
     transformers  GPT2LMHeadModel.generate, `streams` prompts in one batch (bench/serve.py's)
@@ -28,6 +29,7 @@ speed over the run. While one is measured the other servers are stopped (SIGSTOP
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -57,6 +59,7 @@ class Load:
 FULL = Load(streams=(1, 4, 16, 32), prompt_tokens=(32, 512), new_tokens=64)
 TINY = Load(streams=(1, 2), prompt_tokens=(8,), new_tokens=8)  # the machinery, quickly
 PARALLEL = 16  # llama-server's slots
+ADMITS = 0.9  # MAX's scheduler admits no new prompt beside decoding ones while the pool is fuller than this
 MEMORY_AT = 16  # the level after which each server's peak memory is read
 MEASURED_AT_LEAST = 8  # requests measured at every level
 
@@ -164,7 +167,8 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
         gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
         servers = {}  # name -> (url, pid)
         context = max(load.prompt_tokens) + load.new_tokens + 8  # positions a slot of llama-server holds
-        pool = max(PARALLEL * -(-context // PAGE) * PAGE, checkpoint.config()["n_positions"])  # its slots, in pages
+        pages = math.ceil(PARALLEL * math.ceil(context / PAGE) / ADMITS)  # its slots in whole pages, ADMITS full
+        pool = max(pages * PAGE, checkpoint.config()["n_positions"])
         for name, step in (("step 18", "18"), ("step 14", "14")):
             print(f"starting {name} under max serve:", file=sys.stderr, flush=True)
             server = stack.enter_context(Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path,
