@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     step = "18" if args.fast else "14"
     path = step_file(step, solution=args.solutions)
     checkpoint = find_checkpoint()
+    if args.pool is not None and args.pool < (longest := checkpoint.config()["n_positions"]):
+        parser.error(f"--pool {args.pool}: the pool must hold one request of n_positions, {longest} positions")
     print(f"Weights: {checkpoint.describe()}")
     if checkpoint.kind in ("synthetic", "scale"):
         print("(a stand-in's random weights: the text is gibberish, as in pixi run gpt2; its ids are what is checked)")

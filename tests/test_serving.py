@@ -626,3 +626,12 @@ def test_a_pool_that_cannot_hold_one_request_is_refused_at_start(checkpoint, ser
     with pytest.raises(ServerError, match="a pool of 1000 positions cannot hold one request of max_length 1024"):
         with Server(SOLUTION, checkpoint.path, quiet=True, pool_positions=1000):
             pass
+
+
+def test_serve_refuses_a_pool_under_one_request_before_starting(capsys):
+    import gpt2_arch.__main__ as serve
+
+    with pytest.raises(SystemExit) as exited:
+        serve.main(["--fast", "--solutions", "--pool", "100"])
+    assert exited.value.code == 2
+    assert "--pool 100: the pool must hold one request of n_positions, 1024 positions" in capsys.readouterr().err
