@@ -80,7 +80,7 @@ class GPT2PagedQ8(Module):
         #   For speed, swap every LayerNorm (step 03's) too, for MAX's one op on its own weight, bias and eps:
         #   F.layer_norm(x, gamma=..., beta=..., epsilon=...) (the book's page says what it saves).
         #   Once the head is int8, the float32 wte is read by nothing (forward embeds from the int8 table):
-        #   del it, or max serve's worker keeps it, and more for it, 0.7 GB in all.
+        #   del it, or max serve's worker keeps its 154 MB.
         raise NotImplementedError("step 18: GPT2PagedQ8.__init__")
 
     def forward(self, tokens: Tensor, kv_collection, input_row_offsets: Tensor, rows: Tensor) -> Tensor:
