@@ -21,9 +21,9 @@ for a next token; a new request, or a cancelled one, waits at most a turn for th
 step runs alone, so its first token streams at once. (MAX 26.7's pipeline has no multi-step decoding.)
 
 The paged cache's pool holds, when POOL is set (runtime.server sets it), that many positions shared by
-every request, instead of MAX's max_batch_size x max_length: llama-server's `-c` with its slots sharing
-one cache. The scheduler admits a prompt when its pages are free and takes a decoding request out (to run
-again later) when none is left for its next token; a request at max_length always fits.
+every request, instead of MAX's max_batch_size x max_length: one cache every request draws pages from,
+however long each is. The scheduler admits a prompt when its pages are free and takes a decoding request
+out (to run again later) when none is left for its next token; a request at max_length always fits.
 
 GPT-2 reads no images or video: the scheduler's per-step questions about their encoders get None at once.
 """
