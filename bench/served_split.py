@@ -28,6 +28,7 @@ import numpy as np
 from runtime.bandwidth import products
 from runtime.files import MODEL_FILE
 from runtime.quantize import BLOCK, quantize
+from runtime.server import PAGE  # the served cache's: every request's prompt and its steps fit in one
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
 # them takes seconds.
@@ -35,7 +36,6 @@ from runtime.quantize import BLOCK, quantize
 STREAMS = (1, 4, 16, 32)
 PROMPT = 32
 PREFILLS, LONG_PROMPT = (1, 4, 16), 512  # prompts of LONG_PROMPT tokens in one prefill
-PAGE = 128  # positions a page: every request's prompt and its steps fit in one
 CALLS, WIDTHS = 24, (1, 8)  # products a chain; the rows of their weights, [N, n_embd], N as n_embd times these
 ROUNDS, STEPS = 4, 10  # alternating rounds of STEPS timed steps per version, after one untimed
 

@@ -56,10 +56,10 @@ def plainly_greedy(context: TextContext) -> bool:
 def pooled(memory_plan, pipeline_config, positions: int):
     """MAX's memory plan with the cache's bytes cut to `positions` (whole pages, and MAX's null page)."""
     longest = memory_plan.planned_max_length  # max_length: the longest request the server takes
-    kv = GPT2ArchConfig.initialize(pipeline_config, max_seq_len=longest).get_kv_params()
     if positions < longest:
         raise ValueError(f"a pool of {positions} positions cannot hold one request of max_length {longest}: "
                          f"give it at least {longest}")
+    kv = GPT2ArchConfig.initialize(pipeline_config, max_seq_len=longest).get_kv_params()
     pages = -(-positions // kv.page_size) + 1
     return dataclasses.replace(memory_plan, available_cache_memory=min(memory_plan.available_cache_memory,
                                                                        pages * kv.bytes_per_block))
@@ -70,8 +70,8 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
     POOL positions when set (module docstring)."""
 
     def __init__(self, pipeline_config, pipeline_model, weight_adapters, tokenizer, memory_plan):
-        if os.environ.get(POOL):
-            memory_plan = pooled(memory_plan, pipeline_config, int(os.environ[POOL]))
+        if positions := os.environ.get(POOL):
+            memory_plan = pooled(memory_plan, pipeline_config, int(positions))
         super().__init__(pipeline_config, pipeline_model, weight_adapters, tokenizer, memory_plan)
 
     def _execute(self, inputs):

@@ -17,10 +17,9 @@ import math
 import numpy as np
 
 from runtime.compiling import session
+from runtime.server import PAGE
 
 # MAX is imported inside the class: importing it takes seconds.
-
-PAGE = 128  # positions a page of MAX's cache holds
 
 
 class MaxAttention:

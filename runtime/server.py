@@ -30,7 +30,7 @@ from runtime.paths import REPO
 MODEL = "gpt2"  # the name clients ask for, whatever checkpoint folder is served
 SERVED = "GPT2_SERVED"  # environment: the step file the server's model comes from (gpt2_arch.model)
 POOL = "GPT2_POOL_POSITIONS"  # environment: the positions the paged cache holds, shared (gpt2_arch.pipeline)
-PAGE = 128  # positions a page of the paged cache holds (MAX 26.7's default, and its smallest)
+PAGE = 128  # positions a page of MAX's paged cache holds, served and timed (MAX 26.7's default, and its smallest)
 _REFUSED = re.compile(r"WARNING: (?:(?:Input validation|Value|Request validation) error in request \S+|Refused "
                       r"request): (.*)")
 START_LIMIT = 900.0  # seconds: a cold start compiles the model (~75-130 s on 2 cores) and the sampler
