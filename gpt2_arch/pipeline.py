@@ -19,6 +19,11 @@ call, 126-144 at eight; `bench --serve --fast` and what streaming pays: the perf
 A turn ends early when a request finishes (EOS, max_tokens, the context), or when the cache has no page
 for a next token; a new request, or a cancelled one, waits at most a turn for the scheduler. A prompt's
 step runs alone, so its first token streams at once. (MAX 26.7's pipeline has no multi-step decoding.)
+Within a turn a step's inputs are the last step's, advanced in place: each request's next token and cache
+length, and the batch's longest cache (which MAX's attention reads to choose its kernel). MAX's
+prepare_batch, which builds them all again, page tables included, runs at a turn's first step and when a
+request's next position starts a page (its page table then changes): at one stream it took 0.50 ms of a
+7.5 ms step, the advance 0.11 (p50 of 10206 steps, the same 2-core EPYC).
 
 The paged cache's pool holds, when POOL is set (runtime.server sets it), that many positions shared by
 every request, instead of MAX's max_batch_size x max_length: one cache every request draws pages from,
@@ -35,6 +40,9 @@ import itertools
 import os
 import time
 
+from max import tree
+from max.nn.kv_cache import KVCacheInputsPerDevice
+from max.nn.kv_cache.utils import MHAAttnKey
 from max.pipelines.context import TextContext
 from max.pipelines.kv_cache import InsufficientBlocksError
 from max.pipelines.lib.pipeline_variants.text_generation import TextGenerationPipeline
@@ -80,8 +88,10 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
             return super()._execute(inputs)
         decoding = all(context.tokens.active_length == 1 for context in batch)
         ends = time.perf_counter() + TURN
+        model_inputs = flat_batch = tokens = None
         for step in itertools.count():
-            model_inputs, _, flat_batch = self.prepare_batch(inputs.batches)
+            if not (step and self._advanced(model_inputs, flat_batch, tokens)):
+                model_inputs, _, flat_batch = self.prepare_batch(inputs.batches)
             outputs = self._launch_forward_pass(model_inputs, flat_batch, step=step)
             logits = outputs.next_token_logits.to_numpy()[:, :self.vocab_size]  # [B, V]
             tokens = logits.argmax(axis=-1).tolist()  # [B]: the first of equal largest, as torch.argmax
@@ -91,6 +101,24 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
             if not (decoding and self._another_step(batch, ends)):
                 break
         return {c.request_id: out for c in flat_batch if (out := c.to_generation_output()).tokens}
+
+    def _advanced(self, model_inputs, batch: list[TextContext], tokens: list[int]) -> bool:
+        """The last step's inputs made this step's in place, each request having taken one token since: False, and
+        nothing written, when a request's next position starts a page or the inputs are of a kind not expected."""
+        if any(context.tokens.processed_length % self._kv_manager.params.page_size == 0 for context in batch):
+            return False
+        leaves = tree.leaves(model_inputs.kv_cache_inputs, leaf=KVCacheInputsPerDevice)
+        lengths = [context.tokens.processed_length for context in batch]  # [B]: positions in the cache
+        longest = max(lengths) + 1  # the cache this step reads, its new row's position included
+        key = self._kv_manager.params.resolve_attn_key(len(batch), 1, longest)
+        if len(leaves) != 1 or not isinstance(key, MHAAttnKey) or leaves[0].attention_dispatch_metadata is None:
+            return False
+        (kv,) = leaves
+        model_inputs.tokens.to_numpy()[:] = tokens  # [B]: a row a request
+        kv.cache_lengths.to_numpy()[:] = lengths
+        kv.max_cache_length.to_numpy()[:] = longest
+        key.pack_into(kv.attention_dispatch_metadata.to_numpy(), longest)
+        return True
 
     def _another_step(self, batch: list[TextContext], ends: float) -> bool:
         """Whether the turn goes on: time left, no request done, and a page for each next token (allocated here,

@@ -1,8 +1,10 @@
-"""gpt2_arch/pipeline.py without a server: a plainly greedy batch's tokens are its logits' argmax, and a
-decoding batch takes steps in one call until its turn is over, a request finishes or the cache has no page.
+"""gpt2_arch/pipeline.py without a server: a plainly greedy batch's tokens are its logits' argmax, a decoding
+batch takes steps in one call until its turn is over, a request finishes or the cache has no page, and within a
+turn each step's inputs are the last step's advanced in place, equal to what MAX would build for it.
 
 The model's forward and MAX's batch preparation are stand-ins (each step's logits chosen here); the contexts
 are MAX's own TextContext, whose token buffer and status the pipeline advances as the scheduler will read them.
+The inputs' test runs on MAX's own paged cache manager (one layer, one head).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def pipeline(pages: int = 1000) -> tuple[GPT2Pipeline, list[int]]:
         return SimpleNamespace(next_token_logits=Logits(logits))
 
     made.prepare_batch = lambda batches: (None, None, [c for batch in batches for c in batch])
+    made._advanced = lambda model_inputs, batch, tokens: False  # no inputs here (test_a_turns_inputs_...)
     made._launch_forward_pass = forward
     return made, steps
 
@@ -127,3 +130,71 @@ def test_a_batch_that_is_not_plainly_greedy_is_maxs_own_step(monkeypatch, sampli
     monkeypatch.setattr(served_pipeline.TextGenerationPipeline, "_execute", lambda self, inputs: "MAX's step")
     inputs = SimpleNamespace(flat_batch=[request([1, 2]), request([3], **sampling)], enable_log_probs=False)
     assert made._execute(inputs) == "MAX's step" and steps == []
+
+
+def _inputs(manager, batch: list[TextContext]):
+    """What MAX's prepare_batch gives the model for `batch` (its ragged batch processor's fields), the paged cache's
+    inputs from MAX's own manager."""
+    from max.driver import Buffer
+    from max.pipelines.architectures.llama3_modulev3.inputs import Llama3Inputs
+
+    return Llama3Inputs(tokens=Buffer.from_numpy(np.concatenate([c.tokens.active for c in batch]).astype(np.int64)),
+                        input_row_offsets=Buffer.from_numpy(np.cumsum([0] + [c.tokens.active_length for c in batch],
+                                                                      dtype=np.uint32)),
+                        return_n_logits=Buffer.from_numpy(np.array([1], np.int64)),
+                        kv_cache_inputs=manager.runtime_inputs([batch]))
+
+
+def _values(model_inputs) -> list[np.ndarray]:
+    return [np.array(buffer.to_numpy()) for buffer in model_inputs.buffers]
+
+
+def test_a_turns_inputs_are_advanced_in_place_as_max_would_build_them(monkeypatch):
+    """Two requests decoding across a page's end (pages of 128 positions): MAX's preparation runs at the turn's first
+    step and at the step whose new position starts a page; every step's inputs, advanced or built, equal those MAX
+    builds for that step's batch."""
+    from max.driver import CPU
+    from max.dtype import DType
+    from max.engine import InferenceSession
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import MHAKVCacheParams
+    from max.pipelines.kv_cache import PagedKVCacheManager
+
+    params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=1, head_dim=64, num_layers=1, page_size=128,
+                              devices=[DeviceRef.CPU()])
+    manager = PagedKVCacheManager(params=params, session=InferenceSession(devices=[CPU()]), total_num_pages=8,
+                                  max_batch_size=4)
+    made, steps = pipeline()
+    made._kv_manager = manager
+    monkeypatch.setattr(served_pipeline, "TURN", 60.0)  # the turn ends when request 0 is done, 11 steps on
+    batch = [request(list(range(1, 125)), max_length=136, decoding=False),
+             request(list(range(1, 60)), max_length=200, decoding=False)]
+    for context in batch:  # each prompt's step: its positions in the cache, its first token taken
+        manager.claim(context)
+        manager.alloc(context)
+        context.update(0)
+        manager.step(context)
+        context.to_generation_output()
+    built, seen, expected = [], [], []
+
+    def prepare(batches):
+        built.append(len(seen))
+        flat = [c for b in batches for c in b]
+        return _inputs(manager, flat), None, flat
+
+    forward = made._launch_forward_pass
+
+    def checked(model_inputs, flat_batch, step):
+        seen.append(_values(model_inputs))  # before MAX builds the same step's inputs (into the same buffers)
+        expected.append(_values(_inputs(manager, flat_batch)))
+        return forward(model_inputs, flat_batch, step)
+
+    made.prepare_batch, made._launch_forward_pass = prepare, checked
+    del made._advanced  # the pipeline's own
+    run(made, batch)
+    assert steps == list(range(11)) and batch[0].is_done and not batch[1].is_done
+    assert built == [0, 4]  # request 0's step 4 writes position 124 + 4, a new page's first
+    for step, (got, want) in enumerate(zip(seen, expected)):
+        assert len(got) == len(want) == 10  # 3 of the batch, 7 of the paged cache (its blocks among them)
+        for i, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g, w, err_msg=f"step {step}'s input {i}")
