@@ -105,10 +105,10 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
     def _advanced(self, model_inputs, batch: list[TextContext], tokens: list[int]) -> bool:
         """The last step's inputs made this step's in place, each request having taken one token since: False, and
         nothing written, when a request's next position starts a page or the inputs are of a kind not expected."""
-        if any(context.tokens.processed_length % self._kv_manager.params.page_size == 0 for context in batch):
+        lengths = [context.tokens.processed_length for context in batch]  # [B]: positions in the cache
+        if any(length % self._kv_manager.params.page_size == 0 for length in lengths):  # the new row starts a page
             return False
         leaves = tree.leaves(model_inputs.kv_cache_inputs, leaf=KVCacheInputsPerDevice)
-        lengths = [context.tokens.processed_length for context in batch]  # [B]: positions in the cache
         longest = max(lengths) + 1  # the cache this step reads, its new row's position included
         key = self._kv_manager.params.resolve_attn_key(len(batch), 1, longest)
         if len(leaves) != 1 or not isinstance(key, MHAAttnKey) or leaves[0].attention_dispatch_metadata is None:
