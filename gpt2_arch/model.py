@@ -36,6 +36,7 @@ from max.pipelines.lib.log_probabilities import LogProbabilitiesMixin
 from safetensors.numpy import load_file
 
 from gpt2_arch.config import GPT2ArchConfig
+from runtime.aligned import aligned
 from runtime.checkpoints import learner_config
 from runtime.files import MODEL_FILE
 from runtime.learner import LearnerError, import_step, imported_steps
@@ -67,7 +68,8 @@ def checkpoint_folder(model_path: str) -> Path:
 
 def learner_model(kv_params, checkpoint_dir: Path) -> Module:
     """The graph to serve: the served file's GPT2PagedQ8 (step 18) if it defines one, else its GPT2Paged
-    (step 14), around the learner's step 11 GPT2LMHeadModel loaded by their load_hf_weights."""
+    (step 14), around the learner's step 11 GPT2LMHeadModel loaded by their load_hf_weights; every weight
+    moved to a cache line's start (runtime.aligned), wherever the learner's code made it."""
     path = served_file()
     served = import_step(path, "_served_step")
     eleven = next((m for m in imported_steps(served).values()  # the file that defines the model
@@ -79,8 +81,8 @@ def learner_model(kv_params, checkpoint_dir: Path) -> Module:
         lm = eleven.GPT2LMHeadModel(config)
     eleven.load_hf_weights(lm, load_file(checkpoint_dir / MODEL_FILE))
     if hasattr(served, "GPT2PagedQ8"):
-        return ServedFastGPT2(served.GPT2PagedQ8(lm, kv_params), kv_params)
-    return ServedGPT2(served.GPT2Paged(lm, kv_params), served.last_rows, kv_params)
+        return aligned(ServedFastGPT2(served.GPT2PagedQ8(lm, kv_params), kv_params))
+    return aligned(ServedGPT2(served.GPT2Paged(lm, kv_params), served.last_rows, kv_params))
 
 
 def kv_collection_of(kv_params, kv_inputs):
