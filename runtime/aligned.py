@@ -43,7 +43,10 @@ def aligned(module):
         if id(tensor) not in moved:
             moved[id(tensor)] = tensor
             if tensor.real and tensor.device == CPU():
-                array = np.from_dlpack(tensor)
+                try:
+                    array = np.from_dlpack(tensor)
+                except (BufferError, TypeError, ValueError, RuntimeError):  # a dtype numpy has not (bfloat16): as it is
+                    return tensor
                 if array.ctypes.data % ALIGN or not array.flags.c_contiguous:
                     moved[id(tensor)] = Tensor.from_dlpack(aligned_copy(array))
         return moved[id(tensor)]
