@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+# MAX is imported inside aligned(): importing it takes seconds.
+
 ALIGN = 64  # bytes: a cache line, and the widest vector load
 
 
