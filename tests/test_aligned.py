@@ -92,20 +92,15 @@ def test_a_compiled_graph_of_the_moved_weights_computes_the_same():
 def test_the_served_model_has_every_weight_on_a_line(monkeypatch):
     """gpt2_arch's learner_model, on solution 18 and the stand-in checkpoint (no hub here): int8 weights made in
     numpy by the learner's code, each on a cache line's start once built."""
-    from max.dtype import DType
-    from max.graph import DeviceRef
-    from max.nn.kv_cache import MHAKVCacheParams
-
+    from checker.steps.step14.paged import paged_params  # the cache's page size is no matter here: only built
     from gpt2_arch.model import learner_model
     from runtime.checkpoints import checkpoint_for_command
     from runtime.paths import REPO
-    from runtime.server import PAGE, SERVED
+    from runtime.server import SERVED
 
     checkpoint = checkpoint_for_command()
     config = checkpoint.learner_config()
     monkeypatch.setenv(SERVED, str(REPO / "solutions" / "solution_18.py"))
-    kv_params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
-                                 num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
-    weights = dict(learner_model(kv_params, checkpoint.path).parameters)
+    weights = dict(learner_model(paged_params(config, config.n_layer), checkpoint.path).parameters)
     assert sum(np.from_dlpack(t).dtype == np.int8 for t in weights.values()) == 4 * config.n_layer + 1
     assert [name for name, t in weights.items() if _address(t) % ALIGN] == []
