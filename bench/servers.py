@@ -16,7 +16,8 @@ any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones
 time to first token p50 and per-token p99 (bench/serve.py's summary). Every served text is compared with
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
 the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
-reported, not required). The peak resident memory of each server's process tree is read after the 16-stream level.
+reported, not required); each text that differs is placed (`differing`: the request, its first differing character,
+whether it is another request's text), and the report lists step 14's, whose every difference is a fault. The peak resident memory of each server's process tree is read after the 16-stream level.
 Every server is started first and the levels go one at a time, transformers and then each server in turn (the
 order turned by one a level): a level's figures are taken minutes apart, whatever the machine's neighbours do to its
 speed over the run. While one is measured the other servers are stopped (SIGSTOP; an idle max serve polls its queue).
@@ -111,11 +112,27 @@ def llama_server(binary: Path, gguf: Path, context: int):
             process.wait()
 
 
+def differing(served: list[str], expected: list[str]) -> list[dict]:
+    """Each served text that is not its expected one: which request, the first character that differs, and
+    which other request's expected text it is, if it is one (a reply sent to the wrong request)."""
+    out = []
+    for i, (got, want) in enumerate(zip(served, expected)):
+        if not same_text(got, want):
+            at = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            other = next((j for j, w in enumerate(expected) if j != i and same_text(got, w)), None)
+            out.append(dict(request=i, first_differing_character=at, served_length=len(got),
+                            expected_length=len(want), another_requests_text=other))
+    return out
+
+
 def _level(url: str, length: int, streams: int, load: Load, work: dict, expected: list, tokenizer) -> dict:
-    """One (prompt length, streams) level against one server: its summary and how many texts are transformers'."""
+    """One (prompt length, streams) level against one server: its summary, how many texts are transformers', and
+    where the others differ."""
     summary, runs = served_level(url, streams, work[length, streams], load.new_tokens)
-    same = sum(same_text(r.text, tokenizer.decode(e, skip_special_tokens=True)) for r, e in zip(runs, expected))
-    return dict(prompt_tokens=length, streams=streams, same_text=same, **summary)
+    want = [tokenizer.decode(e, skip_special_tokens=True) for e in expected]
+    differ = differing([r.text for r in runs], want)
+    return dict(prompt_tokens=length, streams=streams, same_text=len(runs) - len(differ), differing=differ,
+                **summary)
 
 
 @contextmanager
@@ -243,6 +260,14 @@ def report(result: dict) -> str:
         lines.append(f"{n}: {same} of {total} texts equal transformers' float32 greedy ids decoded"
                      + (" (on a stand-in, llama.cpp's GGUF holds only the tokenizer's ids as text: the others come "
                         "back empty)" if n == "llama.cpp" and "SYNTHETIC" in result["model"] else "") + ".")
+        if n == "step 14":  # float32, as transformers: a text that differs is a fault to find (step 18's are int8)
+            for r in result["results"][n]:
+                if differ := r.get("differing"):
+                    others = sum(d["another_requests_text"] is not None for d in differ)
+                    lines.append(f"  {r['prompt_tokens']}-token prompts, {r['streams']} streams: requests "
+                                 + ", ".join(f"{d['request']} (from character {d['first_differing_character']})"
+                                             for d in differ)
+                                 + f" differ; {others} of them another request's text.")
     if floor := result["results"].get("floor"):
         lines.append(f"max serve's floor, step 14 on a GPT-2 of one layer of width 64 and the same vocabulary, one "
                      f"stream of {floor[0]['prompt_tokens']}-token prompts: {floor[0]['tokens_per_s']:.1f} tokens/s, "

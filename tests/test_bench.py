@@ -441,3 +441,27 @@ def test_peak_memory_counts_a_servers_children():
         assert peak_rss_mb(holder.pid) >= 300
     finally:
         holder.communicate("\n", timeout=30)
+
+
+def test_the_serving_bench_says_where_a_served_text_differs():
+    """A text that is not transformers' is placed: the request, its first differing character, and whether it is
+    another request's text; the report lists step 14's (float32, as the reference: each one a fault)."""
+    from bench.servers import differing, report
+
+    expected = ["one two", "three four", "five six"]
+    got = differing(["one two", "five six", "five sux"], expected)
+    assert got == [dict(request=1, first_differing_character=0, served_length=8, expected_length=10,
+                        another_requests_text=2),
+                   dict(request=2, first_differing_character=6, served_length=8, expected_length=8,
+                        another_requests_text=None)], got
+    assert differing(["one two", "three four\ufffd"[:-1], "five six"], expected) == []
+    row = dict(prompt_tokens=32, streams=16, same_text=1, requests=3, tokens_per_s=100.0, ttft_p50_ms=90.0,
+               token_p50_ms=40.0, token_p99_ms=300.0, differing=got)
+    result = dict(machine=dict(processor="a CPU", vector_extensions=["avx2"], cpus=2), model="a stand-in",
+                  load=dict(new_tokens=64), results={"step 18": [dict(row, differing=got[1:])], "step 14": [row],
+                                                     "transformers": [row]},
+                  memory_mb={}, llama_cpp={"reason": None})
+    text = report(result)
+    assert "32-token prompts, 16 streams: requests 1 (from character 0), 2 (from character 6) differ; 1 of them " \
+           "another request's text." in text, text
+    assert text.count("differ;") == 1, text  # step 18's int8 texts are not listed
