@@ -17,7 +17,8 @@ time to first token p50 and per-token p99 (bench/serve.py's summary). Every serv
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
 the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
 reported, not required); each text that differs is placed (`differing`: the request, its first differing character,
-whether it is another request's text), and the report lists step 14's, whose every difference is a fault. The peak resident memory of each server's process tree is read after the 16-stream level.
+whether it is another request's text), and the report lists step 14's, whose every difference is a fault. The
+peak resident memory of each server's process tree is read after the 16-stream level.
 Every server is started first and the levels go one at a time, transformers and then each server in turn (the
 order turned by one a level): a level's figures are taken minutes apart, whatever the machine's neighbours do to its
 speed over the run. While one is measured the other servers are stopped (SIGSTOP; an idle max serve polls its queue).
