@@ -10,6 +10,8 @@
     python -m bench --serve --fast   step 18's server against step 14's, llama.cpp's llama-server (--llama-cpp SRC
                                      --llama-server BINARY) and transformers at 1, 4, 16 and 32 streams, prompts
                                      of 32 and 512 tokens (bench/servers.py; --figure, default .cache/serving.png)
+    python -m bench --soak ROUNDS    step 14's server through --serve --fast's levels of 32-token prompts ROUNDS
+                                     times, each text against transformers' (bench/soak.py; --tiny: 8 tokens)
     python -m bench --decode-split   where a decode step of step 18's served graph goes at 1 to 32 requests, and a
                                      prefill of 1 to 16 prompts of 512: products, attention, the rest;
                                      a product's call beside its bytes (bench/served_split.py)
@@ -45,7 +47,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import runtime
-from bench import serve, served_split, servers
+from bench import serve, served_split, servers, soak
 from bench.checks import main as checks
 from bench.decoders import TINY_CONFIG, hf_tiny, int8_model
 from bench.flash import CONTEXTS, FLASH_HEAD_DIM, fast_split, prefill_memory
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--decode-split", action="store_true", help="step 18's served decode step at 1 to 32 "
                         "requests and prefill of 1 to 16 prompts of 512: products, attention, the rest; "
                         "a product's call")
+    parser.add_argument("--soak", type=int, default=None, metavar="ROUNDS", help="step 14's server through "
+                        "--serve --fast's shortest prompts ROUNDS times, each text against transformers'")
     parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
                         "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
@@ -85,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.checks:
         return checks()
+    if args.soak:
+        if (checkpoint := checkpoint_for_command()) is None:
+            return 2
+        runtime.setup()
+        return soak.main(checkpoint, args.soak, servers.TINY if args.tiny else servers.FULL)
     if args.serve:
         if (checkpoint := checkpoint_for_command()) is None:
             return 2

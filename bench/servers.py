@@ -150,6 +150,14 @@ def alone(running: int | None, groups: list[int]):
             os.killpg(group, signal.SIGCONT)
 
 
+def pool_for(load: Load, n_positions: int) -> tuple[int, int]:
+    """(the positions of steps 18 and 14's pool, those of a slot of llama-server): llama-server's PARALLEL slots of
+    the longest request in whole pages, and a tenth more, since MAX admits no prompt while it is ADMITS full."""
+    context = max(load.prompt_tokens) + load.new_tokens + 8  # positions a slot of llama-server holds
+    pages = math.ceil(PARALLEL * math.ceil(context / PAGE) / ADMITS)
+    return max(pages * PAGE, n_positions), context
+
+
 def floor_checkpoint(checkpoint, folder: Path) -> Path:
     """A GPT-2 of one layer, width 64 (one head of GPT-2's 64), the checkpoint's vocabulary and tokenizer."""
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
@@ -184,9 +192,7 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         gguf = None if llama["reason"] else convert(checkpoint.path, source, Path(tmp))  # first: a failure stops
         servers = {}  # name -> (url, pid)
-        context = max(load.prompt_tokens) + load.new_tokens + 8  # positions a slot of llama-server holds
-        pages = math.ceil(PARALLEL * math.ceil(context / PAGE) / ADMITS)  # its slots in whole pages, ADMITS full
-        pool = max(pages * PAGE, checkpoint.config()["n_positions"])
+        pool, context = pool_for(load, checkpoint.config()["n_positions"])
         for name, step in (("step 18", "18"), ("step 14", "14")):
             print(f"starting {name} under max serve:", file=sys.stderr, flush=True)
             server = stack.enter_context(Server(REPO / "solutions" / f"solution_{step}.py", checkpoint.path,

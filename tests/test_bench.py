@@ -426,6 +426,11 @@ def test_the_serving_report_says_what_each_servers_cache_holds():
     text = report(result)
     assert "llama-server 16 slots of 584 positions (f16)" in text, text
     assert "one pool of 10240 positions in pages of 128 (float32), shared by the streams" in text, text
+    from bench.servers import FULL, pool_for
+
+    # the pool the bench and the soak give steps 18 and 14: llama-server's 16 slots of 584 positions (the longest
+    # prompt, its new tokens and 8) in whole pages of 128, 5 each, 80 in all, over 0.9 (MAX's admission): 89 pages
+    assert pool_for(FULL, 1024) == (89 * 128, 584)
     assert "step 18 2100 MB" in text, text
 
 
@@ -465,3 +470,16 @@ def test_the_serving_bench_says_where_a_served_text_differs():
     assert "32-token prompts, 16 streams: requests 1 (from character 0), 2 (from character 6) differ; 1 of them " \
            "another request's text." in text, text
     assert text.count("differ;") == 1, text  # step 18's int8 texts are not listed
+
+
+@pytest.mark.heavy  # a served model and transformers: ~2 min, and the server slot waited for
+def test_soak_on_a_tiny_load(server_slot):
+    """`bench --soak 1 --tiny`: step 14's server through the tiny load's levels, every text transformers'."""
+    from bench.servers import TINY, measured
+
+    done = run_python("-m", "bench", "--soak", "1", "--tiny", timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for s in TINY.streams:
+        assert f"round 1, {s} streams: " in done.stdout and f"{measured(s)} of {measured(s)} texts transformers'" \
+            in done.stdout, done.stdout
+    assert f"0 of {len(TINY.streams)} levels had a text that differs." in done.stderr, done.stderr
