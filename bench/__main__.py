@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.checks:
         return checks()
-    if args.soak:
+    if args.soak is not None:
+        if args.soak < 1:
+            parser.error("--soak takes the rounds to run: 1 or more")
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
         runtime.setup()

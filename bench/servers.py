@@ -113,6 +113,12 @@ def llama_server(binary: Path, gguf: Path, context: int):
             process.wait()
 
 
+def level_prompts(ids: list[int], length: int, streams: int) -> list[list[int]]:
+    """A level's requests: `streams` to warm up, then measured(streams), each `length` ids, seeded by the level
+    (bench/soak.py sends the same ones)."""
+    return prompts(ids, streams + measured(streams), length, seed=length * 100 + streams)
+
+
 def differing(served: list[str], expected: list[str]) -> list[dict]:
     """Each served text that is not its expected one: which request, the first character that differs, and
     which other request's expected text it is, if it is one (a reply sent to the wrong request)."""
@@ -179,7 +185,7 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
     vocab = min(len(tokenizer), checkpoint.config()["vocab_size"])
     ids = whole_characters(tokenizer, vocab)
     levels = [(length, s) for length in load.prompt_tokens for s in load.streams]
-    work = {(length, s): prompts(ids, s + measured(s), length, seed=length * 100 + s) for length, s in levels}
+    work = {(length, s): level_prompts(ids, length, s) for length, s in levels}
     torch.set_grad_enabled(False)
     hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
     llama = {"reason": None}

@@ -12,12 +12,11 @@ text differed. (The performance page's "Step 14's differing texts": 16 of 32 at 
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 
-from bench.serve import prompts, served_level, transformers_level, whole_characters
-from bench.servers import Load, differing, measured, pool_for
+from bench.serve import served_level, transformers_level, whole_characters
+from bench.servers import Load, alone, differing, level_prompts, pool_for
 from runtime.paths import REPO
 from runtime.server import Server
 
@@ -39,7 +38,7 @@ def reference(checkpoint, load: Load) -> tuple[dict, dict]:
     hf = GPT2LMHeadModel.from_pretrained(checkpoint.path, dtype=torch.float32).eval()
     work, texts = {}, {}
     for s in load.streams:
-        work[s] = prompts(ids, s + measured(s), length, seed=length * 100 + s)
+        work[s] = level_prompts(ids, length, s)
         rest = work[s][s:]
         _, new = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)], load.new_tokens)
         texts[s] = [tokenizer.decode(n, skip_special_tokens=True) for n in new]
@@ -63,8 +62,7 @@ def main(checkpoint, rounds: int, load: Load) -> int:
                       + "".join(f"; request {d['request']} differs from character {d['first_differing_character']}"
                                 + (f" (request {d['another_requests_text']}'s text)"
                                    if d["another_requests_text"] is not None else "") for d in differ), flush=True)
-                os.killpg(group, signal.SIGSTOP)
-                time.sleep(PAUSE)
-                os.killpg(group, signal.SIGCONT)
+                with alone(None, [group]):  # continued however the pause ends, so the server can be stopped
+                    time.sleep(PAUSE)
     print(f"{faults} of {rounds * len(load.streams)} levels had a text that differs.", file=sys.stderr)
     return 1 if faults else 0

@@ -426,11 +426,6 @@ def test_the_serving_report_says_what_each_servers_cache_holds():
     text = report(result)
     assert "llama-server 16 slots of 584 positions (f16)" in text, text
     assert "one pool of 10240 positions in pages of 128 (float32), shared by the streams" in text, text
-    from bench.servers import FULL, pool_for
-
-    # the pool the bench and the soak give steps 18 and 14: llama-server's 16 slots of 584 positions (the longest
-    # prompt, its new tokens and 8) in whole pages of 128, 5 each, 80 in all, over 0.9 (MAX's admission): 89 pages
-    assert pool_for(FULL, 1024) == (89 * 128, 584)
     assert "step 18 2100 MB" in text, text
 
 
@@ -446,6 +441,14 @@ def test_peak_memory_counts_a_servers_children():
         assert peak_rss_mb(holder.pid) >= 300
     finally:
         holder.communicate("\n", timeout=30)
+
+
+def test_the_pool_holds_llama_servers_slots():
+    """The pool the bench and the soak give steps 18 and 14: llama-server's 16 slots of 584 positions (the longest
+    prompt, its new tokens and 8) in whole pages of 128, 5 each, 80 in all, over 0.9 (MAX's admission): 89 pages."""
+    from bench.servers import FULL, pool_for
+
+    assert pool_for(FULL, 1024) == (89 * 128, 584)
 
 
 def test_the_serving_bench_says_where_a_served_text_differs():
