@@ -76,12 +76,16 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(runs: list[Run], began: float, ended: float) -> dict:
-    """tokens/s, TTFT p50 and per-token latency p50/p99 (ms) of one load level's runs."""
+    """tokens/s, TTFT p50, per-token latency p50/p99 (ms, between two pieces of a stream) and decode p50 (ms a
+    token after a request's first: its last piece's time less its first's, over its other tokens; a piece may
+    hold a turn's tokens) of one load level's runs."""
     gaps = [1e3 * (b - a) for r in runs for a, b in zip(r.times, r.times[1:])]
+    decode = [1e3 * (r.times[-1] - r.times[0]) / (r.tokens - 1) for r in runs if r.tokens > 1 and len(r.times) > 1]
     return dict(requests=len(runs), tokens=sum(r.tokens for r in runs),
                 tokens_per_s=sum(r.tokens for r in runs) / (ended - began),
                 ttft_p50_ms=percentile([1e3 * (r.times[0] - r.sent) for r in runs if r.times], 50),
-                token_p50_ms=percentile(gaps, 50), token_p99_ms=percentile(gaps, 99))
+                token_p50_ms=percentile(gaps, 50), token_p99_ms=percentile(gaps, 99),
+                decode_p50_ms=percentile(decode, 50))
 
 
 def whole_characters(tokenizer, vocab: int) -> list[int]:

@@ -143,6 +143,10 @@ def test_serving_figures_are_computed_from_the_clocks():
     assert abs(got["ttft_p50_ms"] - np.median([500.0, 700.0])) < 1e-6
     assert abs(got["token_p50_ms"] - np.median(gaps_ms)) < 1e-6
     assert abs(got["token_p99_ms"] - np.percentile(gaps_ms, 99)) < 1e-6
+    decode_ms = [(800.0 - 500.0) / 2, (1100.0 - 900.0) / 2]  # each request's last piece less its first, a token
+    assert abs(got["decode_p50_ms"] - np.median(decode_ms)) < 1e-6
+    turns = summary([Run(sent=0.0, times=[0.5, 0.9], text="", tokens=9)], began=0.0, ended=1.0)  # 8 in one piece
+    assert abs(turns["decode_p50_ms"] - 400.0 / 8) < 1e-6
     level = dict(served=dict(requests=2), same_text=2, exact_length=2)
     scoring = dict(every_token_scored=True, max_abs_diff=1e-5)
     assert same_tokens(dict(levels=[level], scoring=scoring))
@@ -427,6 +431,12 @@ def test_the_serving_report_says_what_each_servers_cache_holds():
     assert "llama-server 16 slots of 584 positions (f16)" in text, text
     assert "one pool of 10240 positions in pages of 128 (float32), shared by the streams" in text, text
     assert "step 18 2100 MB" in text, text
+    assert "One stream" not in text, text  # no level of one stream
+    one = dict(row, prompt_tokens=32, streams=1, ttft_p50_ms=31.6, decode_p50_ms=6.234)
+    text = report({**result, "results": {"step 18": [one], "llama.cpp": [dict(one, ttft_p50_ms=11.2,
+                                                                              decode_p50_ms=6.1)]}})
+    assert ("One stream of 32-token prompts, a request's first token and then each of its others (p50, ms): "
+            "step 18 32 then 6.23, llama.cpp 11 then 6.10.") in text, text
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="peak memory is read from Linux's /proc")
