@@ -264,8 +264,9 @@ def report(result: dict) -> str:
     for key in (k for k in table["step 18"] if k[1] == 1):  # one stream's time: its first token, then the rest
         said = [f"{n} {r['ttft_p50_ms']:.0f} then {r['decode_p50_ms']:.2f}" for n in names
                 if (r := table[n].get(key)) and "decode_p50_ms" in r]
-        lines.append(f"One stream of {key[0]}-token prompts, a request's first token and then each of its others "
-                     f"(p50, ms): " + ", ".join(said) + ".")
+        if said:
+            lines.append(f"One stream of {key[0]}-token prompts, a request's first token and then each of its others "
+                         f"(p50, ms): " + ", ".join(said) + ".")
     lines += ["Peak resident memory after the 16-stream level: " + ", ".join(
                   f"{n} {mb:.0f} MB" for n, mb in result["memory_mb"].items()) + "."]
     if cache := result.get("cache"):
