@@ -12,6 +12,9 @@
                                      of 32 and 512 tokens (bench/servers.py; --figure, default .cache/serving.png)
     python -m bench --soak ROUNDS    step 14's server through --serve --fast's levels of 32-token prompts ROUNDS
                                      times, each text against transformers' (bench/soak.py; --tiny: 8 tokens)
+    python -m bench --again REPEATS  step 14's served graph (--fast: step 18's) decoding the same 32 requests REPEATS
+                                     times, each time's logits against the first's (bench/again.py; --busy: a
+                                     busy loop on every CPU beside it; --tiny: a 2-layer GPT-2, 4 requests)
     python -m bench --decode-split   where a decode step of step 18's served graph goes at 1 to 32 requests, and a
                                      prefill of 1 to 16 prompts of 512: products, attention, the rest;
                                      a product's call beside its bytes (bench/served_split.py)
@@ -47,7 +50,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import runtime
-from bench import serve, served_split, servers, soak
+from bench import again, serve, served_split, servers, soak
 from bench.checks import main as checks
 from bench.decoders import TINY_CONFIG, hf_tiny, int8_model
 from bench.flash import CONTEXTS, FLASH_HEAD_DIM, fast_split, prefill_memory
@@ -82,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                         "a product's call")
     parser.add_argument("--soak", type=int, default=None, metavar="ROUNDS", help="step 14's server through "
                         "--serve --fast's shortest prompts ROUNDS times, each text against transformers'")
+    parser.add_argument("--again", type=int, default=None, metavar="REPEATS", help="step 14's served graph (--fast: "
+                        "18's) decoding the same batch REPEATS times: does it answer alike?")
+    parser.add_argument("--busy", action="store_true", help="with --again: a busy loop on every CPU beside it")
     parser.add_argument("--memory", action="store_true", help="the memory of a prefill through one layer's "
                         "attention, step 17's kernel against step 13's scores")
     parser.add_argument("--llama-cpp", type=Path, default=None, metavar="SOURCE",
@@ -96,6 +102,23 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         runtime.setup()
         return soak.main(checkpoint, args.soak, servers.TINY if args.tiny else servers.FULL)
+    if args.again is not None:
+        if args.again < 2:
+            parser.error("--again takes how many times to decode the batch: 2 or more")
+        runtime.setup()
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.tiny:
+                folder = hf_tiny(Path(tmp))
+            elif (checkpoint := checkpoint_for_command()) is None:
+                return 2
+            else:
+                folder = checkpoint.path
+            config = learner_config(json.loads((folder / "config.json").read_text()))
+            if args.fast and config.n_embd // config.n_head != FLASH_HEAD_DIM:
+                print(f"--again --fast runs step 18's kernels, written for heads of {FLASH_HEAD_DIM}: not this model")
+                return 2
+            return again.main(folder, config, args.again, args.fast, args.busy,
+                              **(dict(batch=4, steps=8) if args.tiny else {}))
     if args.serve:
         if (checkpoint := checkpoint_for_command()) is None:
             return 2

@@ -497,3 +497,43 @@ def test_soak_on_a_tiny_load(server_slot):
         assert f"round 1, {s} streams: " in done.stdout and f"{measured(s)} of {measured(s)} texts transformers'" \
             in done.stdout, done.stdout
     assert f"0 of {len(TINY.streams)} levels had a text that differs." in done.stderr, done.stderr
+
+
+def test_again_finds_the_first_step_that_differs():
+    """bench.again compares each time's logits with the first time's bit for bit: the first step that differs and
+    how far apart there; None when every step is alike."""
+    from bench.again import first_difference
+
+    first = [np.zeros((2, 5), np.float32), np.ones((2, 5), np.float32), np.full((2, 5), 2.0, np.float32)]
+    again = [a.copy() for a in first]
+    assert first_difference(first, again) is None
+    again[1][1, 3] += 0.5
+    again[2][0, 0] = np.nextafter(np.float32(2.0), np.float32(3.0))  # a later step off by one bit
+    step, apart = first_difference(first, again)
+    assert step == 1 and apart == 0.5
+    again[1] = first[1].copy()
+    step, apart = first_difference(first, again)
+    assert step == 2 and apart == float(np.nextafter(np.float32(2.0), np.float32(3.0)) - np.float32(2.0))
+
+
+def test_the_busy_loops_stop_however_the_block_ends():
+    import os
+
+    import psutil
+
+    from bench.again import busy
+
+    with pytest.raises(KeyboardInterrupt), busy(True):
+        loops = [p for p in psutil.Process().children() if "while True" in " ".join(p.cmdline())]
+        assert len(loops) == os.cpu_count()
+        raise KeyboardInterrupt
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in loops)
+
+
+@pytest.mark.heavy  # a served graph compiled: ~1 min
+def test_again_on_the_tiny_model():
+    """`bench --again 2 --tiny`: step 14's served graph twice on the same batch, alike (exit status 0)."""
+    done = run_python("-m", "bench", "--again", "2", "--tiny", timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "time 2: as the first" in done.stdout and "0 of 1 times differed from the first." in done.stdout, \
+        done.stdout
