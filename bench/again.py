@@ -90,8 +90,10 @@ def _decoded(graph, manager, prompts: list[np.ndarray], steps: int) -> list[np.n
 
 @contextmanager
 def busy(on: bool):
-    """A busy loop on every CPU for the block (none unless `on`), each stopped however the block ends."""
-    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() if on else 0)]
+    """A busy loop on every CPU for the block (none unless `on`), each stopped however the block ends, and ending by
+    itself if this process is killed (it spins while its parent is this one)."""
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() if on else 0)]
     try:
         yield
     finally:
