@@ -13,7 +13,8 @@ requests to each, in one run.
 At each number of streams S and prompt length P: a warm-up round of S requests, then measured(S) requests (2 x S,
 at least MEASURED_AT_LEAST: one stream is timed over more than two requests), S in flight at
 any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones, greedy, no EOS stop; tokens/s,
-time to first token p50 and per-token p99 (bench/serve.py's summary). Every served text is compared with
+time to first token p50 and per-token p99 (bench/serve.py's summary); at one stream, each server's first token
+and then each of a request's other tokens. Every served text is compared with
 transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
 the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
 reported, not required); each text that differs is placed (`differing`: the request, its first differing character,
