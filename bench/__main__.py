@@ -102,23 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         runtime.setup()
         return soak.main(checkpoint, args.soak, servers.TINY if args.tiny else servers.FULL)
-    if args.again is not None:
-        if args.again < 2:
-            parser.error("--again takes how many times to decode the batch: 2 or more")
-        runtime.setup()
-        with tempfile.TemporaryDirectory() as tmp:
-            if args.tiny:
-                folder = hf_tiny(Path(tmp))
-            elif (checkpoint := checkpoint_for_command()) is None:
-                return 2
-            else:
-                folder = checkpoint.path
-            config = learner_config(json.loads((folder / "config.json").read_text()))
-            if args.fast and config.n_embd // config.n_head != FLASH_HEAD_DIM:
-                print(f"--again --fast runs step 18's kernels, written for heads of {FLASH_HEAD_DIM}: not this model")
-                return 2
-            return again.main(folder, config, args.again, args.fast, args.busy,
-                              **(dict(batch=4, steps=8) if args.tiny else {}))
+    if args.again is not None and args.again < 2:
+        parser.error("--again takes how many times to decode the batch: 2 or more")
     if args.serve:
         if (checkpoint := checkpoint_for_command()) is None:
             return 2
@@ -146,10 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         config = learner_config(json.loads((folder / "config.json").read_text()))
         if args.memory:
             return memory_report(prefill_memory(config))
+        if (args.decode_split or args.again and args.fast) and config.n_embd // config.n_head != FLASH_HEAD_DIM:
+            print(f"{'--decode-split' if args.decode_split else '--again --fast'} runs step 18's kernels, written for "
+                  f"heads of {FLASH_HEAD_DIM}: not {model}")
+            return 2
+        if args.again is not None:
+            return again.main(folder, config, args.again, args.fast, args.busy,
+                              **(dict(batch=4, steps=8) if args.tiny else {}))
         if args.decode_split:
-            if config.n_embd // config.n_head != FLASH_HEAD_DIM:
-                print(f"--decode-split runs step 18's kernels, written for heads of {FLASH_HEAD_DIM}: not {model}")
-                return 2
             return served_split.main(folder, config, machine(), args.json or CACHE / "bench-decode-split.json")
         if args.context:
             info, figure = machine(), args.figure or CACHE / "decode-by-context.png"

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.served_split import PROMPT, _compiled, _Requests, kv_params_for
 from runtime.files import MODEL_FILE
 from runtime.server import PAGE
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
 # them takes seconds.
 
-BATCH, PROMPT, STEPS = 32, 32, 64  # requests, the ids of each prompt, steps (the prompt's the first)
+BATCH, STEPS = 32, 64  # requests (of served_split's PROMPT ids each), steps (the prompt's the first)
 
 
 def first_difference(first: list[np.ndarray], again: list[np.ndarray]) -> tuple[int, float] | None:
@@ -40,52 +41,36 @@ def first_difference(first: list[np.ndarray], again: list[np.ndarray]) -> tuple[
 
 
 def _graph(folder: Path, config, kv_params, fast: bool):
-    """The served graph of step 18's solution (fast) or step 14's, compiled for ragged batches."""
+    """The served graph of step 18's solution (fast: bench/served_split.py's, nothing stood in) or step 14's."""
+    if fast:
+        return _compiled(folder, config, kv_params, {})
     from max.experimental import functional as F
     from max.graph import DeviceRef
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
     from safetensors.numpy import load_file
 
-    from gpt2_arch.model import ServedFastGPT2, ServedGPT2
-    from solutions import solution_11, solution_14, solution_18
+    from gpt2_arch.model import ServedGPT2
+    from solutions import solution_11, solution_14
 
     with F.lazy():
         lm = solution_11.GPT2LMHeadModel(config)
     solution_11.load_hf_weights(lm, load_file(folder / MODEL_FILE))
-    served = (ServedFastGPT2(solution_18.GPT2PagedQ8(lm, kv_params), kv_params) if fast else
-              ServedGPT2(solution_14.GPT2Paged(lm, kv_params), solution_14.last_rows, kv_params))
+    served = ServedGPT2(solution_14.GPT2Paged(lm, kv_params), solution_14.last_rows, kv_params)
     return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
 
 
-def _decoded(graph, manager, prompts: list[np.ndarray], steps: int) -> list[np.ndarray]:
-    """Every step's next-token logits [B, V] of fresh requests of `prompts`, a prompt step and then greedy steps."""
-    from max import tree
-    from max.driver import Buffer
-    from max.pipelines.context import TextContext, TokenBuffer
-    from max.pipelines.modeling.types import RequestID
-
-    contexts = [TextContext(request_id=RequestID(), max_length=len(p) + steps, tokens=TokenBuffer(p.copy()))
-                for p in prompts]
-    for context in contexts:
-        manager.claim(context)
-    out = []
+def _decoded(graph, manager, batch: int, vocab: int, steps: int) -> list[np.ndarray]:
+    """Every step's next-token logits [batch, V] of `batch` fresh requests (served_split's, the same prompts each
+    time), a prompt step and then greedy steps."""
+    requests = _Requests(graph, manager, batch, np.random.default_rng(0), PROMPT, vocab)
     try:
+        out = []
         for _ in range(steps):
-            for context in contexts:
-                manager.alloc(context)
-            ids = np.concatenate([c.tokens.active for c in contexts]).astype(np.int64)
-            offsets = np.cumsum([0] + [len(c.tokens.active) for c in contexts]).astype(np.uint32)
-            logits = np.from_dlpack(graph(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
-                                          Buffer.from_numpy(offsets),
-                                          *tree.leaves(manager.runtime_inputs([contexts]))).next_token_logits)
-            out.append(logits.copy())
-            for context, token in zip(contexts, logits.argmax(-1)):
-                context.update(int(token))
-                manager.step(context)
+            requests.step()
+            out.append(requests.logits.copy())
+        return out
     finally:
-        for context in contexts:
-            manager.release(context)
-    return out
+        requests.release()
 
 
 @contextmanager
@@ -104,28 +89,23 @@ def busy(on: bool):
 
 def main(folder: Path, config, repeats: int, fast: bool, load: bool, batch: int = BATCH, steps: int = STEPS) -> int:
     from max.driver import CPU
-    from max.dtype import DType
     from max.engine import InferenceSession
-    from max.graph import DeviceRef
-    from max.nn.kv_cache import MHAKVCacheParams
     from max.pipelines.kv_cache import PagedKVCacheManager
 
-    kv_params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
-                                 num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
+    kv_params = kv_params_for(config)
     graph = _graph(folder, config, kv_params, fast)
     pages = batch * -(-(PROMPT + steps) // PAGE) + 1
     manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]), total_num_pages=pages,
                                   max_batch_size=batch)
     vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
-    prompts = [np.random.default_rng(i).integers(0, vocab, PROMPT).astype(np.int64) for i in range(batch)]
     name = "step 18's" if fast else "step 14's"
     print(f"{name} served graph, {batch} requests of {PROMPT}-token prompts, {steps} steps, {repeats} times"
           + (f", a busy loop on each of {os.cpu_count()} CPUs beside it" if load else "") + ":", flush=True)
     differed = 0
     with busy(load):
-        first = _decoded(graph, manager, prompts, steps)
+        first = _decoded(graph, manager, batch, vocab, steps)
         for r in range(1, repeats):
-            found = first_difference(first, _decoded(graph, manager, prompts, steps))
+            found = first_difference(first, _decoded(graph, manager, batch, vocab, steps))
             differed += found is not None
             print(f"time {r + 1}: " + ("as the first" if found is None else
                                        f"differs first at step {found[0]} (logits up to {found[1]:.3g} apart there)"),

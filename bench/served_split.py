@@ -85,13 +85,13 @@ class _Requests:
     """`streams` requests on `manager`'s pages, each a random prompt of PROMPT ids; step() runs one batch of them
     (each request's new tokens) through `graph`, feeds back each one's argmax and returns the seconds it took."""
 
-    def __init__(self, graph, manager, streams: int, rng, prompt: int = PROMPT):
+    def __init__(self, graph, manager, streams: int, rng, prompt: int = PROMPT, vocab: int = 50000):
         from max.pipelines.context import TextContext, TokenBuffer
         from max.pipelines.modeling.types import RequestID
 
         self.graph, self.manager, self.contexts = graph, manager, []
         for _ in range(streams):
-            ids = rng.integers(0, 50000, prompt).astype(np.int64)
+            ids = rng.integers(0, vocab, prompt).astype(np.int64)
             context = TextContext(request_id=RequestID(), max_length=prompt + PAGE, tokens=TokenBuffer(ids))
             manager.claim(context)
             self.contexts.append(context)
@@ -107,8 +107,10 @@ class _Requests:
         started = time.perf_counter()
         out = self.graph(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
                          Buffer.from_numpy(offsets), *tree.leaves(self.manager.runtime_inputs([self.contexts])))
-        chosen = np.from_dlpack(out.next_token_logits).argmax(-1)
+        logits = np.from_dlpack(out.next_token_logits)  # [B, V]
+        chosen = logits.argmax(-1)
         took = time.perf_counter() - started
+        self.logits = logits  # the step's next-token scores (bench/again.py compares them)
         for context, token in zip(self.contexts, chosen):
             context.update(int(token))
             self.manager.step(context)
@@ -119,17 +121,23 @@ class _Requests:
             self.manager.release(context)
 
 
+def kv_params_for(config):
+    """MAX's paged cache of the served graphs for `config`: float32, a head a KV head, pages of PAGE."""
+    from max.dtype import DType
+    from max.graph import DeviceRef
+    from max.nn.kv_cache import MHAKVCacheParams
+
+    return MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
+                            num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
+
+
 def _versions(folder: Path, config, pages: int, batch: int):
     """The four compiled versions of the served graph by name, and a paged cache of `pages` pages for them."""
     from max.driver import CPU
-    from max.dtype import DType
     from max.engine import InferenceSession
-    from max.graph import DeviceRef
-    from max.nn.kv_cache import MHAKVCacheParams
     from max.pipelines.kv_cache import PagedKVCacheManager
 
-    kv_params = MHAKVCacheParams(dtype=DType.float32, n_kv_heads=config.n_head, head_dim=config.n_embd // config.n_head,
-                                 num_layers=config.n_layer, page_size=PAGE, devices=[DeviceRef.CPU()])
+    kv_params = kv_params_for(config)
     both = {"matmul_q8": _stand_in_product, "paged_flash_attention": _stand_in_attention}
     versions = {"step": ({}, False), "no_products": ({"matmul_q8": _stand_in_product}, False),
                 "no_products_no_attention": (both, False), "no_layer_ops": (both, True)}
