@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from bench.machine import neighbours
 from bench.served_split import PROMPT, _compiled, _Requests, kv_params_for
 from runtime.files import MODEL_FILE
 from runtime.server import PAGE
@@ -73,20 +71,6 @@ def _decoded(graph, manager, batch: int, vocab: int, steps: int) -> list[np.ndar
         requests.release()
 
 
-@contextmanager
-def busy(on: bool):
-    """A busy loop on every CPU for the block (none unless `on`), each stopped however the block ends, and ending by
-    itself if this process is killed (it spins while its parent is this one)."""
-    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
-    loops = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() if on else 0)]
-    try:
-        yield
-    finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
-
-
 def main(folder: Path, config, repeats: int, fast: bool, load: bool, batch: int = BATCH, steps: int = STEPS) -> int:
     from max.driver import CPU
     from max.engine import InferenceSession
@@ -102,7 +86,7 @@ def main(folder: Path, config, repeats: int, fast: bool, load: bool, batch: int 
     print(f"{name} served graph, {batch} requests of {PROMPT}-token prompts, {steps} steps, {repeats} times"
           + (f", a busy loop on each of {os.cpu_count()} CPUs beside it" if load else "") + ":", flush=True)
     differed = 0
-    with busy(load):
+    with neighbours(os.cpu_count() if load else 0):
         first = _decoded(graph, manager, batch, vocab, steps)
         for r in range(1, repeats):
             found = first_difference(first, _decoded(graph, manager, batch, vocab, steps))

@@ -1,11 +1,14 @@
 """The machine a bench ran on, for its report and its JSON: the CPU, its vector extensions, the threads
-and the versions of the packages measured."""
+and the versions of the packages measured; and busy neighbours to put beside a bench."""
 
 from __future__ import annotations
 
 import os
 import platform
 import re
+import subprocess
+import sys
+from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
@@ -35,3 +38,18 @@ def machine() -> dict:
     return dict(cpus=os.cpu_count(), processor=model, vector_extensions=vectors,
                 torch_threads=torch.get_num_threads(), python=platform.python_version(),
                 **{name: version(name) for name in ("max", "torch", "transformers")})
+
+
+@contextmanager
+def neighbours(count: int, own_session: bool = False):
+    """`count` busy Python loops for the block, each in a session of its own if `own_session` (as another program
+    would be), stopped however the block ends, and ending by themselves if this process is killed (each spins
+    while its parent is this one)."""
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+    loops = [subprocess.Popen([sys.executable, "-c", spin], start_new_session=own_session) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()

@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-from contextlib import contextmanager
 
 import runtime
-from bench.machine import cpu
+from bench.machine import cpu, neighbours
 from bench.serve import prompts, served_level, whole_characters
 from runtime.checkpoints import checkpoint_for_command
 from runtime.paths import REPO
@@ -42,18 +40,6 @@ def set_policy(tids: list[int], policy: int, niceness: int) -> None:
         os.sched_setscheduler(tid, policy, os.sched_param(0))
         if policy != os.SCHED_IDLE:
             os.setpriority(os.PRIO_PROCESS, tid, niceness)
-
-
-@contextmanager
-def neighbours(count: int):
-    """`count` busy processes, each in a session of its own, stopped on the way out."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for process in busy:
-            process.kill()
-            process.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                     print("setting a thread back to niceness 0 takes root or CAP_SYS_NICE", file=sys.stderr)
                     return 2
                 for busy in (0, os.cpu_count()):
-                    with neighbours(busy):
+                    with neighbours(busy, own_session=True):
                         for streams in STREAMS:
                             count = streams + max(streams, 4)  # a warm-up round, then at least 4 measured
                             requests = prompts(ids, count, PROMPT_TOKENS, seed=100 * at + streams)
