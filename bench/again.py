@@ -1,7 +1,7 @@
 """`python -m bench --again REPEATS`: a served graph given the same batch again and again; does it answer alike?
 
-Step 14's served graph (`--fast`: step 18's), compiled as max serve compiles it (gpt2_arch's ServedGPT2 or
-ServedFastGPT2 around the solution, on MAX's paged cache), decodes BATCH requests (random prompts of PROMPT ids,
+Step 14's served graph (`--fast`: step 18's), compiled as max serve compiles it (gpt2_arch's learner_model with
+the solution as the served file, on MAX's paged cache), decodes BATCH requests (random prompts of PROMPT ids,
 then a token a step, greedy) for STEPS steps, REPEATS times over, each time fresh requests of the same prompts;
 every step's next-token logits [BATCH, V] are compared bit for bit with the first time's. The same inputs give
 the same numbers on a correct graph, so a step that differs is a fault of the graph or of the kernels under it.
@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
 from bench.machine import neighbours
-from bench.served_split import PROMPT, _compiled, _Requests, kv_params_for
-from runtime.files import MODEL_FILE
-from runtime.server import PAGE
+from bench.served_split import PROMPT, _Requests, kv_params_for
+from runtime.paths import REPO
+from runtime.server import PAGE, SERVED
 
 # MAX, gpt2_arch (MAX's serving stack) and the solutions are imported inside the functions that use them: importing
 # them takes seconds.
@@ -38,22 +39,16 @@ def first_difference(first: list[np.ndarray], again: list[np.ndarray]) -> tuple[
     return None
 
 
-def _graph(folder: Path, config, kv_params, fast: bool):
-    """The served graph of step 18's solution (fast: bench/served_split.py's, nothing stood in) or step 14's."""
-    if fast:
-        return _compiled(folder, config, kv_params, {})
-    from max.experimental import functional as F
+def _graph(folder: Path, kv_params, fast: bool):
+    """The graph max serve compiles for step 18's solution (fast) or step 14's: gpt2_arch's learner_model, the
+    solution as the served file."""
     from max.graph import DeviceRef
     from max.pipelines.lib.interfaces.batch_processor import modulev3_ragged_kv_symbolic_inputs
-    from safetensors.numpy import load_file
 
-    from gpt2_arch.model import ServedGPT2
-    from solutions import solution_11, solution_14
+    from gpt2_arch.model import learner_model
 
-    with F.lazy():
-        lm = solution_11.GPT2LMHeadModel(config)
-    solution_11.load_hf_weights(lm, load_file(folder / MODEL_FILE))
-    served = ServedGPT2(solution_14.GPT2Paged(lm, kv_params), solution_14.last_rows, kv_params)
+    with mock.patch.dict(os.environ, {SERVED: str(REPO / "solutions" / f"solution_{18 if fast else 14}.py")}):
+        served = learner_model(kv_params, folder)
     return served.compile(*modulev3_ragged_kv_symbolic_inputs(kv_params=kv_params, device_refs=[DeviceRef.CPU()]))
 
 
@@ -77,7 +72,7 @@ def main(folder: Path, config, repeats: int, fast: bool, load: bool, batch: int 
     from max.pipelines.kv_cache import PagedKVCacheManager
 
     kv_params = kv_params_for(config)
-    graph = _graph(folder, config, kv_params, fast)
+    graph = _graph(folder, kv_params, fast)
     pages = batch * -(-(PROMPT + steps) // PAGE) + 1
     manager = PagedKVCacheManager(params=kv_params, session=InferenceSession(devices=[CPU()]), total_num_pages=pages,
                                   max_batch_size=batch)
