@@ -61,6 +61,21 @@ def test_the_tightest_bound_is_said_and_a_bound_needs_both_sides():
         "right up to 3, 3 of 4"
 
 
+def test_an_above_on_sparse_values_names_the_values_either_side_of_its_bound():
+    """Values 1, 2, 7, 13, 16 (numbers of rows a product was tried on): off from 13 on, exactly or within, is a
+    bound somewhere from 8 to 13, and the reading can say so ({below}, {first}), where {k} says 7 or 12."""
+    want = np.ones((5, 2))
+    got = want.copy()
+    got[3:] += 1  # 13 and 16 off
+    rows = _rows(got, want, M=np.array([1, 2, 7, 13, 16]))
+    assert read(rows, rows.off, [Above("M", "k {k}, below {below}, first {first}")]) == "k 7, below 7, first 13"
+    got = np.ones((7, 2))
+    got[[3, 5, 6]] += 1  # 13, 64 and 100 off, 16 right (a bound needs three rows off)
+    rows = _rows(got, np.ones((7, 2)), M=np.array([1, 2, 7, 13, 16, 64, 100]))
+    assert read(rows, rows.off, [Above("M", None, within="k {k}, below {below}, first {first}")]) == \
+        "k 12, below 7, first 13"
+
+
 def test_bounds_that_narrow_each_other_are_said_together():
     """Off rows among the odd ones and among the late ones: both said, the tightest first; a bound the
     others already imply adds nothing."""

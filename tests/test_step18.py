@@ -20,6 +20,7 @@ from checker.steps.step18.reference import (
     case_arrays,
     causal,
     expected,
+    int8_blocks,
     kernel_cases,
     positions,
     product_cases,
@@ -267,7 +268,9 @@ def test_products_off_on_few_rows_only_are_read_against_the_rounding_the_many_ho
     part, _ = judge_products(inputs, results)
     assert part.status == FAIL and part.summary.startswith("off on 6 of 9 products, the others equal (to float32's "
                                                            "noise) to the product with x in int8"), _said(part)
-    assert "off only among the products of fewer than 16 rows of x" in _said(part), _said(part)
+    assert "off only among the products of 13 rows of x or fewer, every product of 16 or more right" in _said(part), \
+        _said(part)
+    assert "b[n] twice on outputs 0-" in _said(part), _said(part)
 
 
 def _x_int8(x: np.ndarray, divisor: float, to_int=np.round) -> tuple[np.ndarray, np.ndarray]:
@@ -331,13 +334,29 @@ def test_products_whose_x_does_not_take_ws_sign_are_told_which_elements():
     assert "elements (each its block's largest |x|) the product does not follow w's sign" in _said(part), _said(part)
 
 
-def test_products_off_in_their_weights_or_bias_say_no_x_gives_them():
+def _scales_as_the_row_path_reads_them(scales: np.ndarray) -> np.ndarray:
+    """Each vector of 64 bytes of a row of q (two blocks) scaled by the scales at the vector's index, p and p + 1,
+    not the blocks' own, 2p and 2p + 1."""
+    KB = scales.shape[1]
+    return scales[:, [min(j // 2 + j % 2, KB - 1) for j in range(KB)]]
+
+
+@pytest.mark.parametrize("product, words", [
+    (lambda M, x, q, scales, b: _product(x, q, scales, 1.5 * b), "1.5 x b[n] on outputs 0-"),
+    (lambda M, x, q, scales, b: _product(x, q, scales, b + b * (M >= 8) * (np.arange(len(b)) < len(b) // 32 * 32)),
+     "b[n] twice on outputs 0-"),
+    (lambda M, x, q, scales, b: _product(x, q, _scales_as_the_row_path_reads_them(scales) if M < 8 else scales, b),
+     "blocks 2-23 of 24 multiplied by another block's scale of their row (block: the scale it took, scales[n, i]: "
+     "2: 1, 3: 2, 4: 2"),
+])
+def test_products_off_in_their_scales_or_bias_are_told_which_the_kernel_applied(product, words):
+    """No x gives such outputs; with x as the kernel rounds it, the scale each block took and each output's
+    multiple of b are solved from them and said."""
     inputs = product_arrays()
-    results = {name: np.stack([_product(x, q, scales, 1.5 * b).astype(np.float32)] * REPEATS)
-               for name, (x, q, scales, b) in inputs.items()}
+    results = {name: np.stack([product(M, int8_blocks(inputs[name][0]), *inputs[name][1:]).astype(np.float32)]
+                              * REPEATS) for name, M, K, N in product_cases()}
     part, _ = judge_products(inputs, results)
-    assert part.status == FAIL and "no x gives your outputs with these weights and this bias" in _said(part), \
-        _said(part)
+    assert part.status == FAIL and words in _said(part), _said(part)
 
 
 def test_outputs_that_change_between_runs_are_placed():

@@ -95,7 +95,9 @@ class Rule:
 class Above:
     """The rows whose `feature` is above some k >= `least`, for each k the rows show; `says` (with {k}) reads
     the rows in question being exactly those, `within` (with {k}, {off}, {above}) that they are among them,
-    every row at or below k right (None: no such reading)."""
+    every row at or below k right (None: no such reading). Both may also name {below}, the largest value the
+    rows hold at or below k, and {first}, the least above it: where values are sparse (a few numbers of rows),
+    the bound lies somewhere between the two."""
 
     feature: str
     says: str | None
@@ -136,7 +138,8 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
         elif rule.says is not None:
             for k, above in _thresholds(features, rule):
                 if np.array_equal(above, mask):
-                    return rule.says.format_map(_Kept(k=k))
+                    values = features[rule.feature]
+                    return rule.says.format_map(_Kept(k=k, below=k, first=int(values[above].min())))
     bounds = []  # (rows inside the bound, its order, what it says, its rows)
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
@@ -149,7 +152,8 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
             below = values <= k
             if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():
                 bounds.append((int((~below).sum()), order, rule.within.format_map(
-                    _Kept(k=k, off=int(mask.sum()), above=int((~below).sum()))), ~below))
+                    _Kept(k=k, off=int(mask.sum()), above=int((~below).sum()), below=int(values[below].max()),
+                          first=k + 1)), ~below))
     inside, said = np.ones(len(mask), bool), []
     for _, _, says, holds in sorted(bounds, key=lambda bound: bound[:2]):
         if len(said) < 3 and (inside & ~holds).any():

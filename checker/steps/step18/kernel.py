@@ -13,6 +13,7 @@ failing cases are read by what they share (checker.steps.step18.reading).
 from __future__ import annotations
 
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -193,16 +194,17 @@ PRODUCT_RULES = [
                  "{above} outputs): a later group of rows of x (where it starts, what it adds once per output: the "
                  "bias), or what your kernel does only for some numbers of rows", least=1),
     Above("M", "off exactly on the products of more than {k} rows of x, right on every product of {k} or fewer: "
-          "what your kernel does only from {k} + 1 rows on (a way through the weights of its own, a later group of "
-          "rows of x)",
-          within="right on every product of {k} rows of x or fewer; off only on products of more ({off} of their "
-          "{above} outputs): what your kernel does only for more than {k} rows (a way through the weights of its "
-          "own, a later group of rows of x)"),
-    *(Rule(lambda f, k=k: f["M"] < k, f"off {said} the products of fewer than {k} rows of x, every product of {k} "
-           "or more right: what your kernel does only for few rows (its way through the weights for them, as at "
-           "decode: a row of q streamed once for each group of rows of x)", within=within)
+          "what your kernel does only from some number of rows on, {k} + 1 to {first} (a way through the weights "
+          "of its own, a later group of rows of x)",
+          within="right on every product of {below} rows of x or fewer; off only among products of {first} or more "
+          "({off} of their {above} outputs): what your kernel does only from some number of rows on, {below} + 1 "
+          "to {first} (a way through the weights of its own, a later group of rows of x)"),
+    *(Rule(lambda f, k=k: f["M"] < k, f"off {said} the products of {below} rows of x or fewer, every product of "
+           f"{k} or more right: what your kernel does only for few rows, up to some number from {below} to {k} - 1 "
+           "(its way through the weights for them, as at decode: a row of q streamed once for each group of rows "
+           "of x)", within=within)
       for within, said in ((False, "exactly on"), (True, "only among"))
-      for k in sorted({M for _, M, _, _ in product_cases()})[1:]),
+      for below, k in pairwise(sorted({M for _, M, _, _ in product_cases()}))),
 ]
 
 

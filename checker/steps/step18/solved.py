@@ -1,15 +1,21 @@
-"""The x a learner's product multiplied, solved from what it computed: where no rule reads its off outputs,
-the mistake may sit in what the kernel made of x (its quantisation, a block, a column), and that is read
-from x itself.
+"""What a learner's product multiplied, solved from what it computed: where no rule reads its off outputs,
+the mistake may sit in what the kernel made of x (its quantisation, a block, a column), or in the scale it
+gave each block of q and the bias it added, and each is read from the outputs themselves.
 
     solved_x(inputs, results, failing)   a line saying which elements of x the kernel multiplied otherwise
                                          than x (or its Q8_0 rounding, or its bfloat16 one), by what factor,
                                          and what they share; which elements were multiplied by |w|, their
-                                         sign not w's; or that no x gives its outputs with these weights and
-                                         this bias; or None
+                                         sign not w's; or, where no x gives its outputs with these weights and
+                                         this bias, the scales and bias it applied (solved_scales); or None
+    solved_scales(inputs, results, failing)   which of its row's scales each block of q was multiplied by,
+                                         and what multiple of b each output got; or None
 
 A product y [M, N] = x' @ w.T + b with w [N, K] of full rank K (N >= K: c_attn, c_fc) gives x' back:
 x'.T = lstsq(w, (y - b).T), to float32's noise times w's condition number (about 4 for these weights).
+With x known (as the kernel rounds it), y[m, n] = sum over blocks j of d[m, n, j] x (the scale applied to
+block j of row n) + (the bias of output n), d the block's integer-weight dot product: the scale applied is
+taken as sum_i a[j, i] scales[n, i], one matrix a [KB, KB] for every row (the identity when right), solved
+with the biases on as many outputs as there are unknowns (M >= 2: each output's bias from its column).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
     name = next((n for n in failing if inputs[n][1].shape[0] >= inputs[n][1].shape[1]
                  and inputs[n][1].shape[0] <= 4096), None)
     if name is None:
-        return None
+        return solved_scales(inputs, results, failing)
     x, q, scales, b = inputs[name]
     y = results[name][0].astype(np.float64)
     if not np.isfinite(y).all():
@@ -50,7 +56,7 @@ def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
     residual = np.abs(solved @ w.T + b - y).max() / max(np.abs(y).max(), 1e-30)
     x = x.astype(np.float64)
     if residual > 1e-3:
-        return _signless(name, x, w, y, b) or (
+        return _signless(name, x, w, y, b) or solved_scales(inputs, results, failing) or (
             f"no x gives your outputs with these weights and this bias (solved on {name}: {residual:.1%} of the "
             "outputs left over), not even one whose elements keep their sign against w's: the mistake is not in "
             "what x is, but in the weights (q, their scales), the bias, or where each output goes")
@@ -62,7 +68,7 @@ def solved_x(inputs: dict, results: dict, failing: list[str]) -> str | None:
     said, off = min(((said, np.abs(solved - rounded(x)) > allowed(x)) for said, rounded, allowed in ROUNDED),
                     key=lambda found: int(found[1].sum()))
     if not off.any():
-        return None  # the x multiplied is x (or a rounding of it): the mistake is elsewhere
+        return solved_scales(inputs, results, failing)  # the x multiplied is x (or a rounding of it)
     return (f"the x your kernel multiplied, solved from its outputs on {name}: {said} but at {int(off.sum())} of its "
             f"{off.size} elements ({_where(off, x)}){_factor(solved[off], x[off])}: what your kernel makes of those "
             "elements of x (their block's scale, their rounding to int8 and its range -128 .. 127, where they are "
@@ -134,3 +140,98 @@ def _ratio(a: np.ndarray, x: np.ndarray) -> float | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         c = a / x
     return float(np.median(c)) if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2) else None
+
+
+MOST_BLOCKS = 32  # a [KB, KB] matrix of unknowns: K up to 1024 (GPT-2's 768, not the MLP's 3072)
+SAMPLED = 8_000  # outputs the matrix is solved on (checked on them all)
+
+
+def solved_scales(inputs: dict, results: dict, failing: list[str]) -> str | None:
+    """On the first failing product with more outputs than unknowns: which scale each block of q was multiplied
+    by, and what each output's bias was, as a line; None when no such a (see the module) gives the outputs or
+    the scales and the bias solved are the right ones."""
+    for name in failing:
+        x, q, scales, b = inputs[name]
+        M, (N, KB) = len(x), scales.shape
+        y = results[name][0].astype(np.float64)
+        if KB > MOST_BLOCKS or N > 4096 or M * N < 3 * (KB * KB + (N if M > 1 else 1)) or not np.isfinite(y).all():
+            continue
+        fits = [(fit, said) for said, rounded, _ in ROUNDED if (fit := _scales_fit(rounded(x), q, scales, b, y))]
+        if not fits:
+            return None
+        (a, bias), said = fits[0]
+        return _scales_said(name, said, a, bias, b)
+    return None
+
+
+def _scales_fit(x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray, y: np.ndarray):
+    """(a [KB, KB], each output's bias [N]) with y = sum_j d[:, :, j] (scales @ a.T)[:, j] + bias to float32's
+    noise, x [M, K] as the kernel multiplies it; None when no a does."""
+    (M, K), (N, KB) = x.shape, scales.shape
+    pad = KB * BLOCK - K
+    xb = np.pad(x.astype(np.float64), ((0, 0), (0, pad))).reshape(M, KB, BLOCK)
+    qb = np.pad(q.astype(np.float64), ((0, 0), (0, pad))).reshape(N, KB, BLOCK)
+    d = np.einsum("mjk,njk->mnj", xb, qb)  # [M, N, KB]: each block's dot product, before its scale
+    pick = np.random.default_rng(0).permutation(M * N)[:SAMPLED]
+    m, n = np.divmod(pick, N)
+    if M > 1:  # each output's bias unknown: taken out by centring each column over the rows of x
+        rows, goal = d[m, n] - d.mean(axis=0)[n], y[m, n] - y.mean(axis=0)[n]
+    else:
+        rows, goal = d[m, n], y[m, n]
+    design = (rows[:, :, None] * scales[n][:, None, :]).reshape(len(pick), KB * KB)  # block j's d x scale i
+    if M == 1:
+        design = np.hstack([design, b[n][:, None]])  # one factor on b
+    solution = np.linalg.lstsq(design, goal, rcond=None)[0]
+    a = solution[:KB * KB].reshape(KB, KB)
+    made = np.einsum("mnj,nj->mn", d, scales.astype(np.float64) @ a.T)  # y less the bias
+    bias = (y - made).mean(axis=0) if M > 1 else solution[-1] * b
+    if np.abs(made + bias - y).max() > 1e-4 * max(np.abs(y).max(), 1e-30):
+        return None
+    return a, bias
+
+
+def _scales_said(name: str, rounding: str, a: np.ndarray, bias: np.ndarray, b: np.ndarray) -> str | None:
+    """The line for a fit: the blocks whose scale is another's or a multiple of their own, the outputs whose
+    bias is a multiple of b; None when both are right."""
+    KB, found = len(a), []
+    took = np.abs(a).argmax(axis=1)  # the scale each block took, where it took one
+    c = a[np.arange(KB), took]
+    one = np.abs(a - np.where(np.arange(KB)[None, :] == took[:, None], c[:, None], 0)).max() <= 1e-3 * np.abs(c).max()
+    if not one:
+        found.append("each block's scale a mix of its row's scales (no one scale per block)")
+    else:
+        moved = np.flatnonzero(took != np.arange(KB))
+        if len(moved):
+            pairs = ", ".join(f"{j}: {i}" for j, i in zip(moved[:8], took[moved[:8]]))
+            found.append(f"blocks {ranges(moved)} of {KB} multiplied by another block's scale of their row "
+                         f"(block: the scale it took, scales[n, i]: {pairs}{', ...' if len(moved) > 8 else ''})")
+        if not np.allclose(c, 1, atol=1e-3):
+            k = _ratio(c, np.ones_like(c))
+            found.append(f"every block's scale times {k:.4g}" if k is not None else
+                         f"the blocks' scales times {ranges(np.flatnonzero(~np.isclose(c, 1, atol=1e-3)))}-th "
+                         "factors of their own")
+    multiples = _multiples(bias, b)
+    if multiples is None:
+        found.append("each output's bias no multiple of its own b[n]")
+    elif not (multiples == 1).all():
+        words = {0.0: "no bias", 1.0: "b[n] once", 2.0: "b[n] twice"}
+        found.append("; ".join(f"{words.get(v, f'{v:.4g} x b[n]')} on outputs {ranges(np.flatnonzero(multiples == v))}"
+                               for v in dict.fromkeys(multiples.tolist())) + f" (of {len(b)} a row)")
+    if not found:
+        return None
+    return (f"the scales and the bias your kernel applied, solved from its outputs on {name} (x as {rounding}): "
+            f"{'; '.join(found)}: where your kernel reads a block's scale (scales[n, k / 32]) and adds b[n], once "
+            "to each output")
+
+
+def _multiples(bias: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """[N]: the multiple of b[n] each output's bias is, among the few multiples the outputs whose b is not small
+    show (to 0.1%), each output's the one its bias equals to float32's noise; None when some bias is none of them."""
+    large = np.abs(b) >= np.median(np.abs(b))
+    values = np.unique(np.round(bias[large] / b[large], 3))
+    if len(values) > 3:
+        return None
+    near = np.abs(bias[:, None] - values[None, :] * b[:, None])  # [N, values]
+    if (near.min(axis=1) > 1e-4 * max(np.abs(b).max(), 1e-30) + 1e-3 * np.abs(bias)).any():
+        return None
+    return values[near.argmin(axis=1)]
