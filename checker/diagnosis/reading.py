@@ -84,11 +84,26 @@ class Rows:
 @dataclass(frozen=True)
 class Rule:
     """The rows where `holds(features)` is true; `says` reads the rows in question being exactly those (or,
-    `within`, being among them, every other row right)."""
+    `within`, being among them, every other row right). Rules of one `family` differ by a number (`value`, a
+    group's size): where several hold on the same rows, the one said names them all in its {alike} ("8, 16 or
+    32"), since the rows cannot tell them apart."""
 
     holds: Callable[[dict], np.ndarray]
     says: str
     within: bool = False
+    family: str | None = None
+    value: int | None = None
+
+
+def _said(rule: Rule, rules: list, features: dict, reads: Callable[[np.ndarray], bool]) -> str:
+    """`rule.says`, its {alike} filled with the values of its family's rules (`within` as it) whose rows `reads`
+    as it reads the rule's own (the rows in question exactly, or a bound on them)."""
+    if rule.family is None:
+        return rule.says
+    alike = [r.value for r in rules if isinstance(r, Rule) and r.family == rule.family and r.within == rule.within
+             and reads(r.holds(features))]
+    words = ", ".join(map(str, alike[:-1])) + (" or " if len(alike) > 1 else "") + str(alike[-1])
+    return rule.says.format_map(_Kept(alike=words))
 
 
 @dataclass(frozen=True)
@@ -134,23 +149,33 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
     for rule in rules:
         if isinstance(rule, Rule):
             if not rule.within and np.array_equal(rule.holds(features), mask):
-                return rule.says
+                return _said(rule, rules, features, lambda holds: np.array_equal(holds, mask))
         elif rule.says is not None:
             for k, above in _thresholds(features, rule):
                 if np.array_equal(above, mask):
                     values = features[rule.feature]
                     return rule.says.format_map(_Kept(k=k, below=k, first=int(values[above].min())))
     bounds = []  # (rows inside the bound, its order, what it says, its rows)
+    case = rows.case[keep]
+    in_mask = np.isin(case, case[mask])  # the rows of the cases `mask` is in
+
+    def bound(holds: np.ndarray) -> bool:
+        """Every row of `mask` inside, a right row too; and where `mask` is one case's, rows of more than whole
+        cases (a feature of the one case, its K or its M, bounds it without showing anything)."""
+        return (not mask[~holds].any() and bool((~mask[holds]).any())
+                and (len(set(case[mask])) > 1 or not _whole_cases(holds, case)))
+
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
             holds = rule.holds(features)
-            if not mask[~holds].any() and (~mask[holds]).any():
-                bounds.append((int(holds.sum()), order, rule.says, holds))
+            if bound(holds):  # alike: its family's bounds taking the same rows of the cases `mask` is in
+                bounds.append((int(holds.sum()), order, _said(rule, rules, features, lambda other, holds=holds: bound(
+                    other) and np.array_equal(other[in_mask], holds[in_mask])), holds))
         elif isinstance(rule, Above) and rule.within is not None and mask.sum() >= 3:
             values = features[rule.feature]
             k = int(values[mask].min()) - 1
             below = values <= k
-            if k >= rule.least and below.any() and not mask[below].any() and (~mask[~below]).any():
+            if k >= rule.least and below.any() and bound(~below):
                 bounds.append((int((~below).sum()), order, rule.within.format_map(
                     _Kept(k=k, off=int(mask.sum()), above=int((~below).sum()), below=int(values[below].max()),
                           first=k + 1)), ~below))
@@ -159,6 +184,11 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
         if len(said) < 3 and (inside & ~holds).any():
             inside, said = inside & holds, [*said, says]
     return "; and ".join(said) if said else None
+
+
+def _whole_cases(holds: np.ndarray, case: np.ndarray) -> bool:
+    """Whether `holds` takes every row of a case or none of them, for every case."""
+    return all(len(set(holds[case == name].tolist())) == 1 for name in set(case.tolist()))
 
 
 def lanes(rows: Rows, says: str) -> str | None:

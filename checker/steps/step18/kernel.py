@@ -176,8 +176,9 @@ def product_arrays() -> dict[str, list[np.ndarray]]:
 PRODUCT_RULES = [
     Rule(lambda f: f["m"] >= 4 * (f["M"] // 4), "off exactly on the last M % 4 rows of x: the rows left after the "
          "last whole group of rows (a kernel that takes rows of x in groups)"),
-    *(Rule(lambda f, g=g: f["n"] >= g * (f["N"] // g), f"{said} N % {g} outputs of each row: the rows of q left "
-           f"after the last whole group of {g} (a kernel that takes rows of q in groups)", within=within)
+    *(Rule(lambda f, g=g: f["n"] >= g * (f["N"] // g), f"{said} N % g outputs of each row, g = {{alike}}: the "
+           "rows of q left after the last whole group of g (a kernel that takes rows of q in groups)", within=within,
+           family="groups of q", value=g)
       for within, said in ((False, "off exactly on the last"), (True, "off only among the last"))
       for g in (4, 8, 16, 32, 64)),
     Rule(lambda f: f["M"] > 1, "off exactly on the products of more than one row of x, M = 1 right: which row of x "
@@ -264,7 +265,10 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                             "your kernel rounds what it multiplies: the model's wiring is checked on float32 "
                             "products in its place, and the server is held to transformers whose every product rounds "
                             "the same way, within what float32's noise alone moves that reference (a rounded x is a "
-                            "step function of x: the book's step 18 says what it costs)"], margin=worst), ways[0]
+                            "step function of x: the book's step 18 says what it costs)",
+                            f"every case took a path that rounds ({ways[0]}): a path of your kernel that multiplies "
+                            "otherwise (float32, for a CPU without the instructions the rounding one uses) ran on "
+                            "none of them and is not checked on this CPU"], margin=worst), ways[0]
         return Part("products", FAIL, f"off on {len(failing)} of {len(names)} products, each equal (to float32's "
                     f"noise) to the product with {' or '.join(ways)}", [
                         *(f"  {name}: {rounded.get(name, 'nothing rounded')}" for name in names),
