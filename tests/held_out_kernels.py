@@ -9,7 +9,8 @@ that CPU's: the few-rows `row` below 8 rows, int8 x int8 with x taking w's sign)
 normalised by ln_1, wte's float rows embedded, every bias dropped: the model was held to its rounded reference), 2
 were told wrongly or not at all (x scaled by max|x| / 128 read as "no x gives your outputs"; the scales' row
 stride on a K no multiple of 32 given no reading), and 4 were placed by the rows they were off on only, not by
-what those rows computed (a band's head offset and scale, the decode bound, values read from the keys).
+what those rows computed (a band's head offset and scale, the decode bound, values read from the keys). Nine
+more for step 18 come last (see there).
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -645,4 +646,80 @@ HELD = [
          "is unaffected. A helpful message places the difference at block 0's attention half and says the "
          "Linear's bias is missing.",
          ("block 0's attention half",)),
+    # Nine more for step 18, by a second learner's stand-in on an AVX-512 VNNI CPU (2026-12-07), each run once
+    # before its message was written here; every one failed in the right part at once. Four were told vaguely
+    # then and are said by what the kernel or model computed now: a row path's scale index and the gemm's
+    # bias added twice (the scales and bias solved from the outputs), positions without the cache length and
+    # token ids for positions (the embedding's rows read back).
+    Held('18', 'scores-over-d', 'paged_flash.mojo',
+         'var scale = Float32(1) / sqrt(Float32(D))',
+         'var scale = Float32(1) / Float32(D)',
+         "kernel: the scores' scale",
+         "Every score is scaled by 1 / D instead of 1 / sqrt(D): wrong on every row with more than one key, on "
+         "every path. A helpful message says the scale is 1 / D where it should be 1 / sqrt(D).",
+         ('1 / D',)),
+    Held('18', 'store-keys-values-swapped', 'paged_flash.mojo',
+         'var kto, vto = slot(b, pos, 0), slot(b, pos, 1)',
+         'var kto, vto = slot(b, pos, 1), slot(b, pos, 0)',
+         "kernel: where the new keys and values are stored in the pool (index 0 keys, 1 values)",
+         "The new rows' keys go to the values' half of the pool and their values to the keys' half: the pool "
+         "left is wrong at every new position and every output is off. A helpful message reads the pool: keys "
+         "and values stored the other way round.",
+         ('the other way round',)),
+    Held('18', 'row-scale-vector-index', 'int8_products.mojo',
+         'var sw = block_scales(sp, n * KB + PER * p)',
+         'var sw = block_scales(sp, n * KB + p)',
+         "int8 products: the few-rows path's index of a vector's block scales",
+         "In the row path a vector of 64 bytes (two blocks) takes the scales at the vector's index p, p + 1, not "
+         "its blocks' 2p, 2p + 1: right for the first vector of a row, wrong from block 2 on, on products of few "
+         "rows with K past 64. A helpful message says which scale each block took.",
+         ("another block's scale",)),
+    Held('18', 'gemm-bias-twice', 'int8_products.mojo',
+         '            yp.unsafe_store(at, acc[2 * i] + bp.unsafe_load[width=L](n_lo))',
+         '            acc[2 * i] += bp.unsafe_load[width=L](n_lo)\n'
+         '            acc[2 * i + 1] += bp.unsafe_load[width=L](n_lo + L)\n'
+         '            yp.unsafe_store(at, acc[2 * i] + bp.unsafe_load[width=L](n_lo))',
+         "int8 products: the bias in the gemm path's full tiles",
+         "The gemm path adds the bias twice on full tiles of q's rows (once into the sums, once at the store): "
+         "products of many rows are off by exactly b[n] on every output of a full tile. A helpful message says "
+         "the bias was added twice.",
+         ('b[n] twice',)),
+    Held('18', 'ln-1-and-2-exchanged', 'py',
+         ('q, k, v = F.split(attn.c_attn(block.ln_1(x))', 'x = x + block.mlp(block.ln_2(x))'),
+         ('q, k, v = F.split(attn.c_attn(block.ln_2(x))', 'x = x + block.mlp(block.ln_1(x))'),
+         "model: which layer norm goes before the attention and which before the MLP",
+         "ln_1 and ln_2 exchanged in every block: wrong on every row. A helpful message says the blocks' layer "
+         "norms are called in the wrong order.",
+         ('h.0.ln_2, h.0.ln_1',)),
+    Held('18', 'mlp-residual-dropped', 'py',
+         'x = x + block.mlp(block.ln_2(x))',
+         'x = block.mlp(block.ln_2(x))',
+         "model: the MLP half's residual add",
+         "The MLP's output replaces the stream instead of being added to it: wrong on every row from block 0's "
+         "MLP half on. A helpful message places it after the MLP, at the residual add.",
+         ('the residual add',)),
+    Held('18', 'rows-ignored', 'py',
+         'chosen = t.ln_f(F.gather(x, rows, axis=0))',
+         'chosen = t.ln_f(x)',
+         "model: the rows whose logits forward returns",
+         "Every row's logits are returned in the tokens' order whatever rows are asked for: the server, which "
+         "asks for each request's last row, would read the wrong ones. A helpful message says to gather x at "
+         "rows before ln_f and the head.",
+         ('gather x at `rows`',)),
+    Held('18', 'positions-without-cache', 'py',
+         'positions = ragged_positions(tokens.shape[0], input_row_offsets, kv_collection.cache_lengths)',
+         'positions = ragged_positions(tokens.shape[0], input_row_offsets, kv_collection.cache_lengths\n'
+         '                             - kv_collection.cache_lengths)',
+         "model: the rows' positions (after the positions a request has cached)",
+         "Each row's position is its place among its request's new rows: prompts are right, decode rows take "
+         "wpe's row 0. A helpful message says the embeddings' wpe rows are the rows' places, the cache length "
+         "not added.",
+         ('cache length',)),
+    Held('18', 'wpe-by-token', 'py',
+         'x = self.embed(tokens) + F.gather(t.wpe.weight, positions, axis=0)',
+         'x = self.embed(tokens) + F.gather(t.wpe.weight, tokens, axis=0)',
+         "model: the rows of wpe the embedding adds",
+         "wpe's rows gathered by token id instead of position: wrong on every row. A helpful message says each "
+         "row took the wpe row of its token id.",
+         ('token id',)),
 ]

@@ -748,3 +748,25 @@ def test_outputs_past_the_last_whole_tile_are_read_with_every_tile_size_that_lea
     results["M=16, the head 768 -> 50257 (N odd)"] = np.stack([out] * REPEATS)
     part, _ = judge_products(inputs, results)
     assert "N % g outputs of each row, g = 32:" in _said(part), _said(part)
+
+
+def test_embeddings_off_are_read_back_as_the_rows_of_wte_and_wpe_they_took():
+    """The stream into block 0 as wte's rows plus wpe's: positions without the cache length, or token ids for
+    positions, or the wrong token's row, each said with the rows taken; a right one, or one made of neither
+    table, says nothing."""
+    from checker.diagnosis.stream import embedding_rows
+
+    rng = np.random.default_rng(0)
+    wte, wpe = rng.standard_normal((500, 16)), rng.standard_normal((64, 16))
+    ids, cached = np.array([3, 9, 40, 7]), np.array([0, 0, 5, 9])
+    positions = np.array([0, 1, 5, 9])  # a prompt of two rows, then two decode rows after 5 and 9 cached
+    place = positions - cached
+    assert embedding_rows(wte[ids] + wpe[positions], wte, wpe, ids, positions, cached) is None
+    said = embedding_rows(wte[ids] + wpe[place], wte, wpe, ids, positions, cached)
+    assert "on 2 of 4 rows the row of its place among its request's new rows" in said, said
+    assert "position -> wpe's row taken: 5 -> 0, 9 -> 0" in said, said
+    said = embedding_rows(wte[ids] + wpe[ids], wte, wpe, ids, positions, cached)
+    assert "on 4 of 4 rows the row of its token id, not of its position" in said, said
+    said = embedding_rows(wte[ids + 1] + wpe[positions], wte, wpe, ids, positions, cached)
+    assert "token -> wte's row taken: 3 -> 4, 9 -> 10, 40 -> 41, 7 -> 8" in said, said
+    assert embedding_rows(2 * wte[ids] + wpe[positions], wte, wpe, ids, positions, cached) is None

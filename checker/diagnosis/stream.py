@@ -19,6 +19,9 @@ by op, or traced into a graph that returns them); Hugging Face's by hooks on the
                                       prompt's positions and decode steps; or the head's, or nothing
     first_placed(...)                 the same as a Placed: the line and the block it places, to weigh
                                       against a later finding (a block's cache)
+    embedding_rows(got, wte, wpe, ids, positions, cached)
+                                      an embedding off read as the rows of wte and wpe it is made of: which
+                                      row of wpe (or of wte) each row took, where not its position (token)
 """
 
 from __future__ import annotations
@@ -229,4 +232,43 @@ def first_placed(recorded: list, hf, sequence: list[int], first: int, prompt_len
             "the whole stream and ln_f's output match Hugging Face;"
         return Placed(f"where: {matched} the head does not: the logits are ln_f's output @ wte.weight.T (tied); off "
                       f"on {said(prompt_length + bad)}", layers)
+    return None
+
+
+def _row_taken(rest: np.ndarray, table: np.ndarray) -> np.ndarray | None:
+    """rest [R, C] -> [R]: for each row, the row of `table` [V, C] it equals (to float32's noise), or None when a
+    row equals none."""
+    distance = (rest * rest).sum(1)[:, None] - 2 * rest @ table.T + (table * table).sum(1)[None, :]  # [R, V]
+    taken = distance.argmin(axis=1)
+    close = np.abs(rest - table[taken]).max(axis=1) <= 1e-4 * max(np.abs(table).max(), 1e-30)
+    return taken if close.all() else None
+
+
+def embedding_rows(got: np.ndarray, wte: np.ndarray, wpe: np.ndarray, ids: np.ndarray, positions: np.ndarray,
+                   cached: np.ndarray) -> str | None:
+    """The stream into block 0, got [R, C], as wte's row of a token plus wpe's row of a position: where each row
+    is wte[ids] plus some row of wpe (or wpe[positions] plus some row of wte), which it took, in words; None
+    when it is neither."""
+    got = got.astype(np.float64)
+    wte, wpe = wte.astype(np.float64), wpe.astype(np.float64)
+    if (taken := _row_taken(got - wte[ids], wpe)) is not None:
+        wrong = taken != positions
+        if not wrong.any():
+            return None
+        if (taken[wrong] == (positions - cached)[wrong]).all():
+            why = "the row of its place among its request's new rows, not of its position (its request's cache " \
+                  "length, cache_lengths[b], not added)"
+        elif (taken[wrong] == ids[wrong]).all():
+            why = "the row of its token id, not of its position"
+        else:
+            why = "another row than its position's"
+        pairs = ", ".join(f"{p} -> {t}" for p, t in zip(positions[wrong][:6], taken[wrong][:6]))
+        return (f"the embeddings, read back: each row is wte's row of its token (right) plus a row of wpe, on "
+                f"{int(wrong.sum())} of {len(ids)} rows {why}; position -> wpe's row taken: {pairs}"
+                f"{', ...' if wrong.sum() > 6 else ''}")
+    if (taken := _row_taken(got - wpe[positions], wte)) is not None and (wrong := taken != ids).any():
+        pairs = ", ".join(f"{i} -> {t}" for i, t in zip(ids[wrong][:6], taken[wrong][:6]))
+        return (f"the embeddings, read back: each row is wpe's row of its position (right) plus a row of wte, on "
+                f"{int(wrong.sum())} of {len(ids)} rows another than its token's; token -> wte's row taken: {pairs}"
+                f"{', ...' if wrong.sum() > 6 else ''}")
     return None

@@ -72,6 +72,20 @@ def scenario_rows(tokens: dict[str, list[int]]) -> list[list[tuple[str, bool]]]:
     return out
 
 
+def scenario_places(tokens: dict[str, list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every new row of SCENARIO in batch order: its token id, its position, and its request's cache length
+    before the batch, each [rows]."""
+    done = {name: 0 for name in tokens}
+    ids, places, cached = [], [], []
+    for batch in SCENARIO:
+        for name, n in batch:
+            ids += tokens[name][done[name]:done[name] + n]
+            places += range(done[name], done[name] + n)
+            cached += [done[name]] * n
+            done[name] += n
+    return np.array(ids), np.array(places), np.array(cached)
+
+
 def scenario_stream(model, tokens: dict[str, list[int]]) -> dict[str, np.ndarray]:
     """Hugging Face through SCENARIO, every row's stream where the learner's model is probed (Probed):
     {"h.i.ln_1": the input of block i, "h.i.ln_2": after its attention half, "h.i.mlp": its MLP's output,

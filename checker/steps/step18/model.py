@@ -21,7 +21,7 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
-from checker.diagnosis.stream import first_difference, row_margins
+from checker.diagnosis.stream import embedding_rows, first_difference, row_margins
 from checker.harness.runner import StepRun
 from checker.reporting.compare import WHOLE_MODEL, compare
 from checker.reporting.report import FAIL, Part
@@ -31,6 +31,7 @@ from checker.steps.step14.reference import (
     SCENARIO,
     hf_model,
     scenario_logits,
+    scenario_places,
     scenario_rows,
     scenario_stream,
     scenario_tokens,
@@ -197,6 +198,12 @@ def without_parameter(piece: str, pieces: dict[str, np.ndarray], hf, tokens: dic
     return None
 
 
+def embedding_tables(hf) -> tuple[np.ndarray, np.ndarray]:
+    """Hugging Face's wte and wpe as the model holds them ([V, C], [n_positions, C])."""
+    t = hf.transformer
+    return t.wte.weight.detach().numpy(), t.wpe.weight.detach().numpy()
+
+
 def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list[str], checkpoint: Checkpoint,
                 tokens: dict[str, list[int]], rounding: str | None = None, floated: str | None = None,
                 handed: list[np.ndarray] | None = None) -> Part:
@@ -229,7 +236,11 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
                                 f"(the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
-            if (said := without_parameter(placed.piece, pieces, hf, tokens, lambda m: off_rows(m, rows))) is not None:
+            if placed.block == -1 and (said := embedding_rows(pieces["h.0.ln_1"], *embedding_tables(hf),
+                                                              *scenario_places(tokens))) is not None:
+                verdict.details.append(said)
+            elif (said := without_parameter(placed.piece, pieces, hf, tokens,
+                                            lambda m: off_rows(m, rows))) is not None:
                 verdict.details.append(said)
         elif (which := off_rows(row_margins(flat_got, flat_want), rows)) is not None:
             verdict.details.append("where: the whole stream and ln_f's output match; the head does not: the rows' "
