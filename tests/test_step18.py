@@ -118,6 +118,11 @@ def _uncatalogued(out_of, pool_of=stored):
                read=lambda keys, values: (np.repeat(keys[:, :1], keys.shape[1], axis=1), values)),
         causal(q, b, cl, lk, off, lay))),
      "the off rows, and only they, are attention computed as if every head's scores were taken against head 0's keys"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # a band's l over one key more than its acc
+        (np.diff(off.astype(np.int64)) >= 4)[positions(off, cl)[0]][:, None, None],
+        attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay, counted=lambda p, e: p + 2),
+        causal(q, b, cl, lk, off, lay))),
+     "the off rows, and only they, are attention computed as if the sum l counts the key one past the row's own"),
     (_uncatalogued(lambda q, b, cl, lk, off, lay: np.where(  # the row path's scores not scaled
         (np.diff(off.astype(np.int64)) < 4)[positions(off, cl)[0]][:, None, None],
         attend(q, b, cl, lk, off, lambda p, e: 0, lambda p, e: p + 1, layer=lay, scale=1.0),

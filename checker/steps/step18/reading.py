@@ -114,7 +114,7 @@ def variants(inputs: dict) -> list[Variant]:
             read_layer = args.get("read_layer", args["layer"])
             lo, hi = args.get("bound", (lambda p, end: 0, lambda p, end: p + 1))
             return attend(args["q"], after, args["cl"], args["lookup"], offsets, lo, hi, layer=read_layer,
-                          scale=args.get("scale"), read=args.get("read"))
+                          scale=args.get("scale"), read=args.get("read"), counted=args.get("counted"))
         return Variant(says, compute)
 
     def head_0(a):  # every head's numbers those of head 0
@@ -129,6 +129,8 @@ def variants(inputs: dict) -> list[Variant]:
           bound=lambda a: (lambda p, end: 0, lambda p, end: p)),
         v("each row sees positions 0 .. p + 1: the bound one past its own",
           bound=lambda a: (lambda p, end: 0, lambda p, end: p + 2)),
+        v("the sum l counts the key one past the row's own, the values it weights do not: the causal bound applied "
+          "to l and to acc apart, l's one key long", counted=lambda a: lambda p, end: p + 2),
         v("the scores were not scaled: q . k, not q . k / sqrt(D)", scale=lambda a: 1.0),
         v("the scores were scaled by 1 / D, not 1 / sqrt(D)", scale=lambda a: 1 / 64),
         v("the scores were scaled by 1 / sqrt(H x D), the model's width, not the head's D",

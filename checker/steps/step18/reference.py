@@ -148,10 +148,11 @@ def stored_at(k, v, blocks, lookup, request, position, layer=LAYER) -> np.ndarra
 
 
 def attend(q, blocks, cache_lengths, lookup, offsets, lo, hi, *, layer=LAYER, scale: float | None = None,
-           read=None):
+           read=None, counted=None):
     """Every row's attention over its request's positions lo(p, end) .. hi(p, end) - 1 of the pool (p: the row's
     position, end: its request's positions after the call): [T, H, D] in float64, NaN for a row that sees no key.
-    `read(keys, values)`, when given, gives the keys and values [S, H, D] attended over instead of those read."""
+    `read(keys, values)`, when given, gives the keys and values [S, H, D] attended over instead of those read;
+    `counted(p, end)`, when given, ends the keys whose weights the sum divides by (not those it weights)."""
     request, position = positions(offsets, cache_lengths)
     out = np.full(q.shape, np.nan)
     scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
@@ -166,11 +167,12 @@ def attend(q, blocks, cache_lengths, lookup, offsets, lo, hi, *, layer=LAYER, sc
             keys, values = read(keys, values)
         for r in rows:
             a, z = max(lo(int(position[r]), end), 0), min(hi(int(position[r]), end), end)
-            if z <= a:
+            c = z if counted is None else min(counted(int(position[r]), end), end)
+            if z <= a or c <= a:
                 continue
-            s = np.einsum("hd,shd->hs", q[r].astype(np.float64), keys[a:z]) * scale
-            w = np.exp(s - s.max(-1, keepdims=True))
-            out[r] = np.einsum("hs,shd->hd", w / w.sum(-1, keepdims=True), values[a:z])
+            s = np.einsum("hd,shd->hs", q[r].astype(np.float64), keys[a:max(z, c)]) * scale
+            w = np.exp(s - s[:, :z - a].max(-1, keepdims=True))
+            out[r] = np.einsum("hs,shd->hd", w[:, :z - a] / w[:, :c - a].sum(-1, keepdims=True), values[a:z])
     return out
 
 
