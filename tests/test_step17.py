@@ -286,7 +286,9 @@ def test_a_race_a_stray_write_and_nan_are_each_said():
     raced[name][1] += 1e-3  # the second of three runs differs
     part = step17_kernel.judge(inputs, raced)
     assert part.status == FAIL and f"different outputs in {REPEATS} runs" in part.summary, _said(part)
-    first = "has not stored yet" if kernel_cases()[4][3] > 1 else "the same place at once"
+    _, B, H, T, *_ = kernel_cases()[4]
+    first = "has not stored yet" if T > 1 else "a split reads the new position P" if B * H == 1 else \
+        "the same place at once"
     assert first in part.details[0], _said(part)
     prefill = next(case[0] for case in kernel_cases() if case[3] > 1)  # a race at prefill alone: read too early
     raced = _results(right)

@@ -463,7 +463,7 @@ def test_a_mistake_whose_stores_collide_is_named_from_the_cases_it_does_not_race
     results[raced] = results[raced].copy()
     results[raced][1] += 1.0  # the second run differs
     part = judge(INPUTS, results)
-    assert part.mistake is mistake and "different outputs in 3 runs" in _said(part), _said(part)
+    assert part.mistake is mistake and f"different outputs in {REPEATS} runs" in _said(part), _said(part)
 
 
 def test_a_mistake_whose_stores_collide_on_every_case_is_named_from_the_values_that_hold():
@@ -476,7 +476,7 @@ def test_a_mistake_whose_stores_collide_on_every_case_is_named_from_the_values_t
             results[name] = results[name].copy()
             results[name][2, 0, 0] += 1.0  # the first row's first head differs in the third run, on every case
         part = judge(INPUTS, results)
-        assert part.mistake is named and "different outputs in 3 runs" in _said(part), _said(part)
+        assert part.mistake is named and f"different outputs in {REPEATS} runs" in _said(part), _said(part)
 
 
 def test_a_kernel_that_reads_past_a_pages_end_is_off_after_the_first_page_not_racing():

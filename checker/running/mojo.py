@@ -39,7 +39,8 @@ from runtime.quantize import quantize
 
 SEED = 15
 NOT_WRITTEN = "not implemented yet"
-REPEATS = 3
+REPEATS = 5  # runs of each case: a race shows in some runs only (a decode split reading position P before it
+# is stored: about a third of calls on 2 cores)
 # Each function a probe may run: what it is handed beside x and b, and the indices a crash points to.
 INDICES = {"matvec": "rows of w below M, columns below K, y's index below N * M",
            "matvec_q8": "rows of q below M, columns below K, scales' index below M * KB (KB = ceil(K / 32)), "

@@ -4,7 +4,7 @@ Parts:
 
   earlier steps  the steps this file uses pass their own checks
   kernel         the learner's flash_attention (their Mojo, in a child process: checker.running.mojo) on
-                 kernel_cases, three runs each, against numpy in float64; the caches it leaves (the new keys
+                 kernel_cases, five runs each, against numpy in float64; the caches it leaves (the new keys
                  and values at P .. P+T-1, nothing else touched)
   model          GPT2Flash op by op, then compiled, its caches written in place: the last logits of a prompt
                  of the whole context, a short prompt's decode steps, the greedy ids, against Hugging Face

@@ -41,18 +41,18 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
                    what: str, call: dict[str, np.ndarray] | None = None) -> str | None:
     """What is wrong with the cache `what` the kernel left ([B, H, N, D]), or None; `call` {"q": q, ...}: the
     call's new rows [B, H, T, D], one of which the new positions may hold instead."""
-    if np.array_equal(got, want):
+    if np.array_equal(got, want, equal_nan=True):
         return None
-    rows = np.flatnonzero(np.any(got != want, axis=(0, 1, 3)))
+    rows = np.flatnonzero(np.any((got != want) & ~(np.isnan(got) & np.isnan(want)), axis=(0, 1, 3)))
     new = set(range(P, P + T))
-    if np.array_equal(got, before):
+    if np.array_equal(got, before, equal_nan=True):
         return f"{what} is as it was before the call on {name}: the new positions {P} .. {P + T - 1} were not written"
     listed = ", ".join(map(str, rows[:8])) + (", ..." if len(rows) > 8 else "")
     written = got[:, :, P:P + T].astype(np.float32)
     held = next((label for label, rows_ in (call or {}).items()
                  if np.array_equal(written, rows_.astype(got.dtype).astype(np.float32))), None)
     if held is not None and np.array_equal(np.delete(got, np.s_[P:P + T], axis=2),
-                                           np.delete(want, np.s_[P:P + T], axis=2)):
+                                           np.delete(want, np.s_[P:P + T], axis=2), equal_nan=True):
         return (f"{what} holds the call's {held} at the new positions {P} .. {P + T - 1} on {name}: the store into "
                 f"{what} reads {held} where {'k' if what == 'k_cache' else 'v'} belongs")
     if not new & set(rows.tolist()):
@@ -92,8 +92,13 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                 "(m, l, acc), a position of the cache; give each task its own, and combine after the tasks end")
         early = ("a task reads keys or values another task has not stored yet: a query band reads the new keys of "
                  "the bands before it; store every new key and value first, in a pass of their own, then attend")
+        split = ("a split reads the new position P (its key and value) before the task that stores it has: store "
+                 "it before the splits start, or in the split that reads it, before it reads")
         prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
-        lines = [f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else [both, f"or {early}"]
+        split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced)
+        lines = ([f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else
+                 [f"only at decode where one head's keys are split between tasks: {split}", f"or {both}"]
+                 if split_only else [both, f"or {early}"])
         if not any(caches.values()):  # what the first run computed, or which of its outputs are off
             if (variant := computed_as(inputs, results, wants)) is not None:
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
@@ -139,8 +144,9 @@ def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: 
     """The learner's caches equal what a mistake leaves, and (unless `caches_only`) their output what it
     computes (its NaN where it has NaN)."""
     output, want_k, want_v = out
-    return np.array_equal(kc, want_k) and np.array_equal(vc, want_v) and (caches_only or compare(
-        got.astype(np.float64), np.asarray(output, np.float64), axes=AXES, mistakes=[], tol=KERNEL).ok)
+    return np.array_equal(kc, want_k, equal_nan=True) and np.array_equal(vc, want_v, equal_nan=True) and (
+        caches_only or compare(got.astype(np.float64), np.asarray(output, np.float64), axes=AXES, mistakes=[],
+                               tol=KERNEL).ok)
 
 
 def _named(inputs: dict, results: dict):

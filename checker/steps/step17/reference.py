@@ -49,7 +49,8 @@ def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
 
 
 def case_arrays(case: tuple, seed: int, dtype: np.dtype = np.dtype(np.float32)) -> list[np.ndarray]:
-    """q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] of `dtype` (positions P.. zeros), past [1] int64.
+    """q, k, v [B, H, T, D], k_cache, v_cache [B, H, N, D] of `dtype` (positions P .. P+T-1, the ones the call
+    writes, NaN: a kernel that reads one before it is stored reads NaN; past them zeros), past [1] int64.
 
     magnitude m scales q and k by |m| (scores ~ m^2 sqrt(D)); m < 0 makes every score of a query negative
     and large (q = -|m| x k's mean direction), where a maximum started at 0 loses them all."""
@@ -66,6 +67,7 @@ def case_arrays(case: tuple, seed: int, dtype: np.dtype = np.dtype(np.float32)) 
         k_cache[:, :, :P] += 4 * abs(m)
         k += 4 * abs(m)
         q = -np.abs(q) - 4 * abs(m)
+    k_cache[:, :, P:P + T] = v_cache[:, :, P:P + T] = np.nan
     return [q, k, v, k_cache.astype(dtype), v_cache.astype(dtype), np.array([P], np.int64)]
 
 

@@ -4,7 +4,7 @@ Parts:
 
   earlier steps  the steps this file uses pass their own checks
   attention      the learner's paged_flash_attention (their Mojo, in a child process, inside a graph built around
-                 each case's own pool: checker.running.paged_graph) on ragged paged batches, three runs each,
+                 each case's own pool: checker.running.paged_graph) on ragged paged batches, five runs each,
                  against numpy in float64: every row's output, and the pool it leaves (the new keys and values at
                  their positions, nothing else touched: not another layer, not a shared prefix's pages)
   products       matmul_q8 on M = 1 .. 64 rows of GPT-2's shapes, against x @ dequantize(q, scales).T + b; a kernel

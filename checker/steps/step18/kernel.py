@@ -1,4 +1,4 @@
-"""Step 18's kernel parts: the learner's two ops in a child process, three runs each, against numpy in float64.
+"""Step 18's kernel parts: the learner's two ops in a child process, five runs each, against numpy in float64.
 
     attention_part   paged_flash_attention on kernel_cases (a graph built around each case's own pool:
                      checker.running.paged_graph): the output of every row, and the pool it leaves (the new rows'
