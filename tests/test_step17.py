@@ -532,3 +532,16 @@ def test_a_store_of_k_into_the_value_cache_is_told_by_what_it_wrote():
         computed[name] = (attention(q, kc, vc, P), kc, vc)
     said = _said(step17_kernel.judge(inputs, _results(computed)))
     assert "v_cache holds the call's k at the new positions" in said and "reads k where v belongs" in said, said
+
+
+def test_queries_off_from_an_index_on_whatever_p_are_told_as_a_later_band():
+    """Queries at index 8 and later in their call see the keys of P + (t - 8) + 1, as a bound counted from a band's
+    start: the cases with such queries are off from query 8 on, whatever P, and that is said, not "after the first
+    8 keys" (a case with P = 9 has its queries of 10-16 keys right)."""
+    def band_relative(q, kc, vc, P):
+        return attend(q, kc, vc, P, lambda P, t: 0, lambda P, t: P + np.where(t >= 8, t - 8, t))
+
+    part = step17_kernel.judge(step17_kernel.arrays(), _uncatalogued(band_relative))
+    said = _said(part)
+    assert part.status == FAIL and "right on each call's first 8 queries, whatever P" in said, said
+    assert "after the first 8 keys" not in said, said

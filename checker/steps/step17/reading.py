@@ -107,6 +107,12 @@ OFF = [
     Above("head", None, within="right on each case's first head (b = 0, h = 0); off only among the others "
           "({off} of {above}): where a head's numbers start in memory: q, k, v and the result at ((b * H + h) * T "
           "+ t) * D, the caches at ((b * H + h) * N + j) * D, N the caches' own length (n_positions), not P + T"),
+    Above("t", "off exactly on the queries at index {first} and later in their call, each call's first {first} "
+          "right, whatever P: a later band of a call's queries (where a band's rows start, t0, and what each row's "
+          "keys are counted from: query t sees P + t + 1 keys, its index in the call, not in its band)",
+          within="right on each call's first {first} queries, whatever P; off only among the later ones ({off} of "
+          "{above}): a later band of a call's queries (where a band's rows start, t0, and what each row's keys are "
+          "counted from: query t sees P + t + 1 keys, its index in the call, not in its band)", least=1),
     Above("keys", "off exactly on the queries that see more than {k} keys, right on those that see {k} or "
           "fewer: what happens after the first {k} keys (a tile of {k}: the next tile's start and length, the "
           "rescale of l and acc by exp(m_old - m_new) when its maximum is larger)",
