@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from checker.harness.runner import StepRun
-from checker.reporting.compare import compare
+from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
@@ -43,7 +43,7 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
     call's new rows [B, H, T, D], one of which the new positions may hold instead."""
     if np.array_equal(got, want, equal_nan=True):
         return None
-    rows = np.flatnonzero(np.any((got != want) & ~(np.isnan(got) & np.isnan(want)), axis=(0, 1, 3)))
+    rows = np.flatnonzero(np.any(differs(got, want), axis=(0, 1, 3)))
     new = set(range(P, P + T))
     if np.array_equal(got, before, equal_nan=True):
         return f"{what} is as it was before the call on {name}: the new positions {P} .. {P + T - 1} were not written"

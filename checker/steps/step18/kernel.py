@@ -20,7 +20,7 @@ import numpy as np
 
 from checker.diagnosis.reading import Above, Rows, Rule, read
 from checker.harness.runner import StepRun
-from checker.reporting.compare import compare, ranges
+from checker.reporting.compare import compare, differs, ranges
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step18.mistakes import CATALOGUE
@@ -30,7 +30,6 @@ from checker.steps.step18.reference import (
     PRODUCT,
     ROUNDINGS,
     case_arrays,
-    differs,
     expected,
     kernel_cases,
     product_cases,

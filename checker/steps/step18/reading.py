@@ -22,8 +22,8 @@ from functools import cache
 import numpy as np
 
 from checker.diagnosis.reading import Above, Rows, Rule, Variant, factors, first_variant, read, variant_of_rows
-from checker.reporting.compare import ranges
-from checker.steps.step18.reference import KERNEL, attend, differs, kernel_cases, positions, stored, stored_at
+from checker.reporting.compare import differs, ranges
+from checker.steps.step18.reference import KERNEL, attend, kernel_cases, positions, stored, stored_at
 
 AXES = ("row", "head", "")
 

@@ -112,11 +112,6 @@ def positions(offsets: np.ndarray, cache_lengths: np.ndarray) -> tuple[np.ndarra
     return request, position
 
 
-def differs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Where a and b hold other values, NaN equal to NaN (the pool's unread slots are NaN in both)."""
-    return (a != b) & ~(np.isnan(a) & np.isnan(b))
-
-
 def slots(lookup: np.ndarray, b: int, count: int, page: int) -> tuple[np.ndarray, np.ndarray]:
     """Request b's positions 0 .. count - 1 in the pool: (page [count], slot [count])."""
     j = np.arange(count)
