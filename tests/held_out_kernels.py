@@ -10,7 +10,9 @@ normalised by ln_1, wte's float rows embedded, every bias dropped: the model was
 were told wrongly or not at all (x scaled by max|x| / 128 read as "no x gives your outputs"; the scales' row
 stride on a K no multiple of 32 given no reading), and 4 were placed by the rows they were off on only, not by
 what those rows computed (a band's head offset and scale, the decode bound, values read from the keys). Nine
-more for step 18 come last (see there).
+more for step 18 come last (see there), after two more for step 17 (a tile's partial vector of keys left out of
+the sums, told as the catalogue's last tile without saying the tile was 16 keys; an output stored at head % H, read
+as bounds on keys from the rows a race left).
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -476,6 +478,23 @@ HELD = [
          ("GPT2FlashQ8's decode logits are wrong while GPT2Flash's are right: the int8 head reads "
           'the last hidden state without the final LayerNorm ln_f.'),
          ('ln_f',)),
+    Held('17', 'sum-skips-partial-vector', 'flash.mojo',
+         'for j in range(count):  # added to the sum and the accumulator',
+         'for j in range(count - count % W):  # added to the sum and the accumulator',
+         "kernel: the keys added into l and acc (a tile's last count % W left out)",
+         ("The scores and exps are right, but the loop that adds them into l and the accumulator "
+          "stops at the last whole vector of W = 16 keys: a tile of 37 keys loses its last 5, a query "
+          "with fewer than 16 keys adds nothing (0 / 0). The loop over keys stepping by the vector, "
+          "not the tile, is where to look."),
+         ('a vector of keys inside one',)),
+    Held('17', 'output-at-head-mod-h', 'flash.mojo',
+         'var out = (head * T + t) * D',
+         'var out = ((head % H) * T + t) * D',
+         "kernel: where a (b, h) query's output is stored (head % H drops the sequence)",
+         ("Right with one sequence; with a batch of 2 every sequence stores its output at sequence "
+          "0's place, so sequence 0 holds sequence 1's outputs (or its own, run to run) and "
+          "sequence 1's are never written."),
+         ("sequence 0 holds sequence 1's",)),
     Held('18', 'band-keys-head-offset', 'paged_flash.mojo',
          'var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D',
          'var keys, values = slot(b, j0, 0), slot(b, j0, 1) + h * D',

@@ -1,6 +1,7 @@
 """checker/diagnosis/reading.py: a rule read only when it holds on every row, the tightest bound (with those
 that narrow it), a factor only where one number fits a whole row, a power of a dimension only when it holds
-on every case, and a variant only when it computes every case."""
+on every case, a variant only when it computes every case, and a row holding another's output told by
+their coordinates."""
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from checker.diagnosis.reading import (
     follows,
     lanes,
     read,
+    relocated,
 )
 from checker.reporting.compare import Tolerance
 
@@ -125,6 +127,26 @@ def test_lanes_are_read_when_every_off_row_is_off_on_the_same_lanes():
     assert lanes(_rows(got, want), "{lanes} of {C}") == "6-7 of 8"
     got[1, 0] += 1
     assert lanes(_rows(got, want), "{lanes} of {C}") is None
+
+
+def test_rows_holding_other_rows_outputs_are_told_by_their_coordinates():
+    """Row (b, t) holding (b + 1, t)'s output is "b 0 holds b 1's (the same t)"; rows shifted by one t are "t i
+    holds t i + 1's"; a row holding no row's output is left out, and none holding one gives None."""
+    rng = np.random.default_rng(0)
+    want = rng.standard_normal((6, 4))  # rows (b, t): b = 0, 1; t = 0, 1, 2
+    b, t = np.repeat([0, 1], 3), np.tile([0, 1, 2], 2)
+    got = want.copy()
+    got[:3] = want[3:]  # sequence 0 holds sequence 1's
+    got[5] += 1  # off, and no row's
+    rows = _rows(got, want, b=b, t=t)
+    said, held = relocated(rows, rows.off, (("b", "b"), ("t", "t")))
+    assert said == "b 0 holds b 1's (the same t)" and held.tolist() == [True] * 3 + [False] * 3, said
+    shifted = want.copy()
+    shifted[[0, 1, 3, 4]] = want[[1, 2, 4, 5]]
+    rows = _rows(shifted, want, b=b, t=t)
+    assert relocated(rows, rows.off, (("b", "b"), ("t", "t")))[0] == "t i holds t i + 1's (the same b)"
+    rows = _rows(want + 1, want, b=b, t=t)
+    assert relocated(rows, rows.off, (("b", "b"), ("t", "t"))) is None
 
 
 def test_the_first_variant_that_computes_every_case_is_named():

@@ -11,7 +11,15 @@ from checker.running.mojo import REPEATS
 from checker.steps.step17 import check as step17
 from checker.steps.step17 import kernel as step17_kernel
 from checker.steps.step17.kernel import FLOAT16_CACHES
-from checker.steps.step17.mistakes import CATALOGUE, CUT, MAX_FROM_ZERO, NO_RESCALE, SPLITS_WITHOUT_MAXIMA, output
+from checker.steps.step17.mistakes import (
+    CATALOGUE,
+    CUT,
+    LAST_TILE,
+    MAX_FROM_ZERO,
+    NO_RESCALE,
+    SPLITS_WITHOUT_MAXIMA,
+    output,
+)
 from checker.steps.step17.reference import (
     EXP_FLOOR,
     KERNEL,
@@ -545,3 +553,29 @@ def test_queries_off_from_an_index_on_whatever_p_are_told_as_a_later_band():
     said = _said(part)
     assert part.status == FAIL and "right on each call's first 8 queries, whatever P" in said, said
     assert "after the first 8 keys" not in said, said
+
+
+def test_an_output_stored_at_another_sequences_place_is_told_as_whose_it_holds():
+    """Each query's output stored at ((head % H) * T + t) * D: with a batch of 2, sequence 0 holds sequence 1's
+    outputs and sequence 1's stay 0; said as that, not as bounds on the keys the off rows see."""
+    inputs = step17_kernel.arrays()
+    computed = {}
+    for name, (q, k, v, kc, vc, past) in inputs.items():
+        out, kc, vc = expected(q, k, v, kc, vc, past)
+        if len(out) > 1:
+            out = np.stack([out[1], np.zeros_like(out[1])])
+        computed[name] = (out, kc, vc)
+    said = _said(step17_kernel.judge(inputs, _results(computed)))
+    assert "off queries hold another query's right output: sequence 0 holds sequence 1's (the same head and query)" \
+        in said, said
+    assert "hold no query's right output, every value 0: never written" in said and "keys or fewer" not in said, said
+
+
+def test_the_tile_a_catalogued_mistake_is_cut_by_is_said():
+    """The keys after the last whole vector of 16 left out is the catalogue's last tile, cut in tiles of 16: the
+    tile is said, so a kernel whose own tile is 64 looks at its loop that steps by 16."""
+    inputs = step17_kernel.arrays()
+    part = step17_kernel.judge(inputs, _results({name: output(LAST_TILE, arrays, 16, 2)
+                                                 for name, arrays in inputs.items()}))
+    said = _said(part)
+    assert part.mistake is LAST_TILE and "a loop over keys that steps by 16 (a tile, or a vector" in said, said

@@ -13,6 +13,9 @@ its kernel, in its own words. This module finds which reading explains what was 
     lanes(rows, says)                   off only on some lanes of every row (a vector's tail of D)
     factors(rows)                       each row's c where got = c x want, NaN where no single c fits: one
                                         number a row is a normalisation, one for everything a factor
+    relocated(rows, mask, coords)       off rows that hold another row's right output, and which row's, told
+                                        by their coordinates ("sequence 0 holds sequence 1's"): a result
+                                        written at another row's place, or computed from another row's inputs
     follows(c, features, dimensions)    numbers, one a case, that are a power of one of its dimensions
                                         ("1 / sqrt(H)"): a scale computed from the wrong dimension
     Variant, first_variant(...)         the reference computed with its inputs exchanged (the value cache
@@ -160,10 +163,11 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
     in_mask = np.isin(case, case[mask])  # the rows of the cases `mask` is in
 
     def bound(holds: np.ndarray) -> bool:
-        """Every row of `mask` inside, a right row too; and where `mask` is one case's, rows of more than whole
-        cases (a feature of the one case, its K or its M, bounds it without showing anything)."""
+        """Every row of `mask` inside, a right row too; and where `mask` is one case's, a row of that case outside
+        (a feature of the one case, its K or its M, or one its rows all share, bounds it without showing
+        anything)."""
         return (not mask[~holds].any() and bool((~mask[holds]).any())
-                and (len(set(case[mask])) > 1 or not _whole_cases(holds, case)))
+                and (len(set(case[mask])) > 1 or bool((~holds[in_mask]).any())))
 
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
@@ -184,11 +188,6 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
         if len(said) < 3 and (inside & ~holds).any():
             inside, said = inside & holds, [*said, says]
     return "; and ".join(said) if said else None
-
-
-def _whole_cases(holds: np.ndarray, case: np.ndarray) -> bool:
-    """Whether `holds` takes every row of a case or none of them, for every case."""
-    return all(len(set(holds[case == name].tolist())) == 1 for name in set(case.tolist()))
 
 
 def lanes(rows: Rows, says: str) -> str | None:
@@ -212,6 +211,53 @@ def factors(rows: Rows) -> np.ndarray:
         scale = np.maximum(np.abs(c), 1.0)[:, None]
         fits = (np.abs(got - c[:, None] * want) <= scale * rows.allowed).all(axis=1)
     return np.where(fits & np.isfinite(c), c, np.nan)
+
+
+def sources(rows: Rows, mask: np.ndarray) -> np.ndarray:
+    """[rows]: for each row of `mask`, the first other row of its case whose right output it holds (within that
+    row's tolerance, and off its own); -1 where it holds none, and outside `mask`."""
+    found = np.full(len(mask), -1)
+    for name in rows.cases(mask):
+        case = np.flatnonzero(rows.case == name)
+        want, allowed = rows.want[case], rows.allowed[case]
+        for i in np.flatnonzero(mask[case]):
+            with np.errstate(invalid="ignore"):
+                same = (np.abs(rows.got[case[i]] - want) <= allowed).all(axis=1)
+            same[i] = False
+            if same.any():
+                found[case[i]] = case[int(np.argmax(same))]
+    return found
+
+
+def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -> tuple[str, np.ndarray] | None:
+    """When rows of `mask` hold other rows' right outputs: which hold whose, told by `coords` ((feature, word), as
+    ("b", "sequence")): "sequence 0 holds sequence 1's (the same head and query)", "query t holds query t + 1's",
+    with the rows it holds on; None when no row of `mask` holds another's."""
+    found = sources(rows, mask)
+    moved = found >= 0
+    if not moved.any():
+        return None
+    to, source = np.flatnonzero(moved), found[moved]
+    differ, same = [], []
+    for feature, word in coords:
+        d, s = rows.features[feature][to], rows.features[feature][source]
+        if (d == s).all():
+            same.append(word)
+        elif np.unique(d).size == 1 and np.unique(s).size == 1:
+            differ.append(f"{word} {d[0]} holds {word} {s[0]}'s")
+        elif np.unique(s - d).size == 1:
+            step = int(s[0] - d[0])
+            differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s")
+        elif np.unique(s).size == 1:
+            differ.append(f"{word}s {ranges(np.unique(d))} hold {word} {s[0]}'s")
+        else:
+            pairs = sorted(set(zip(d.tolist(), s.tolist())))
+            differ.append(f"{word} " + ", ".join(f"{a} holds {b}'s" for a, b in pairs[:6])
+                          + (", ..." if len(pairs) > 6 else ""))
+    if not differ:  # the same coordinates, another case's row: nothing to say in them
+        return None
+    alike = f" (the same {' and '.join(same)})" if same else ""
+    return "; ".join(differ) + alike, moved
 
 
 @dataclass(frozen=True)

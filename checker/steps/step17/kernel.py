@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
+from checker.diagnosis.reading import relocated
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
-from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, READ, cuts, output
-from checker.steps.step17.reading import computed_as, readings, rows_of, where_off
+from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, CUT, LAST_TILE, READ, TILES, cuts, output
+from checker.steps.step17.reading import COORDS, computed_as, readings, rows_of, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -94,16 +95,19 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  "the bands before it; store every new key and value first, in a pass of their own, then attend")
         split = ("a split reads the new position P (its key and value) before the task that stores it has: store "
                  "it before the splits start, or in the split that reads it, before it reads")
-        prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced)
-        split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced)
+        rows = rows_of(results, wants)
+        # an output that holds another query's: two tasks store to one place, whatever else the cases share
+        moved = relocated(rows, rows.off, COORDS) is not None
+        prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced) and not moved
+        split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced) and not moved
         lines = ([f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else
                  [f"only at decode where one head's keys are split between tasks: {split}", f"or {both}"]
                  if split_only else [both, f"or {early}"])
         if not any(caches.values()):  # what the first run computed, or which of its outputs are off
             if (variant := computed_as(inputs, results, wants)) is not None:
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
-            elif (off := where_off(rows_of(results, wants))) is not None:
-                lines = [f"in the first run, {off}", *lines]
+            elif off := where_off(rows):
+                lines = [f"in the first run, {off[0]}", *off[1:], *lines]
         if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
@@ -116,7 +120,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         worst = max(v.margin or 0.0 for v in verdicts.values())
         return Part("kernel", PASS, f"{len(cases)} cases, {REPEATS} runs each, the same every run, the caches "
                     f"written at P .. P+T-1 and nowhere else; worst {worst:.2f} of allowed ({KERNEL})", margin=worst)
-    named = _named(inputs, results)
+    named, cut = _named(inputs, results)
     first = failing[0]
     verdict = verdicts[first]
     details = [*caches[first], f"right on: {'; '.join(n for n, *_ in cases if n not in failing) or 'none'}",
@@ -126,6 +130,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
     if named is None and not any(caches.values()):  # what the output is, read from it, first
         lines, named = readings(inputs, results, wants)
         details = lines + details
+    elif cut:
+        details.append(cut)
     return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} cases", details, named, verdict.margin)
 
 
@@ -149,17 +155,27 @@ def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: 
                                tol=KERNEL).ok)
 
 
-def _named(inputs: dict, results: dict):
+def _named(inputs: dict, results: dict) -> tuple[object | None, str | None]:
     """The catalogued mistake whose output and caches equal the learner's on every case, cut the same way
-    on each (one tile size, one split count), or None. Those the readings name (a bound, a scale) are left
-    to them."""
+    on each (one tile size, one split count), or None; and, when the tile is what makes its output, the tile
+    sizes that do, in words. Those the readings name (a bound, a scale) are left to them."""
     names = [name for name, *_ in kernel_cases()]
     for mistake in CATALOGUE:
         if mistake in READ:
             continue
-        for tile, splits, floor in cuts(mistake):
-            if all(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0],
-                            output(mistake, inputs[name], tile, splits, floor), mistake in BY_CACHES)
-                   for name in names):
-                return mistake
-    return None
+        tiles = sorted({tile for tile, splits, floor in cuts(mistake)
+                        if all(_matches(results[name][0], results[f"{name}#3"][0], results[f"{name}#4"][0],
+                                        output(mistake, inputs[name], tile, splits, floor), mistake in BY_CACHES)
+                               for name in names)})
+        if tiles:
+            return mistake, _tiles(mistake, tiles) if len(tiles) < len(TILES) and mistake in CUT else None
+    return None, None
+
+
+def _tiles(mistake, tiles: list[int]) -> str:
+    """What the tile sizes that explain a kernel's output say of it: where its loop over keys steps."""
+    sizes = ", ".join(map(str, tiles[:-1])) + (" or " if len(tiles) > 1 else "") + str(tiles[-1])
+    loop = ("a tile, or a vector of keys inside one: the keys after the last whole one" if mistake is LAST_TILE
+            else "your tile: where the next tile's scores meet what the ones before it summed")
+    return (f"the mistake below computes your output on every case with the keys taken {sizes} at a time: in your "
+            f"kernel, a loop over keys that steps by {sizes} ({loop})")

@@ -5,7 +5,8 @@ a FlashAttention kernel.
     readings(inputs, results, wants)   the lines for a failing kernel whose caches are right, and the
                                        catalogued mistake they name
     computed_as(inputs, results, wants)  the variant the first run computes on every case (also in a race)
-    where_off(rows_of(results, wants))  which queries are off, read by their features (also in a race)
+    where_off(rows_of(results, wants))  which queries are off: those holding another query's right output,
+                                       and what the others share (also in a race)
     nonfinite(rows)                    where NaN or inf appear, told as the arithmetic that makes them
 
 A row is one query (b, h, t) of one case: it sees keys 0 .. P + t of its head's cache.
@@ -26,6 +27,7 @@ from checker.diagnosis.reading import (
     follows,
     lanes,
     read,
+    relocated,
 )
 from checker.steps.step17.mistakes import MASK_NOT_OFFSET, UNSCALED
 from checker.steps.step17.reference import KERNEL, attend, attention, kernel_cases
@@ -43,9 +45,15 @@ def _features(case) -> dict[str, np.ndarray]:
 
 
 def rows_of(results: dict, wants: dict) -> Rows:
-    """Every case's queries as rows [B * H * T, D]: the learner's output (its first run) against the right one."""
+    """Every case's queries as rows [B * H * T, D]: the learner's output (its first run) against the right one;
+    feature "varies": the row is not the same in every run."""
+    def varies(runs: np.ndarray, D: int) -> np.ndarray:
+        runs = runs.reshape(len(runs), -1, D)
+        return (~((runs == runs[:1]) | (np.isnan(runs) & np.isnan(runs[:1])))).any(axis=(0, 2)).astype(int)
+
     return Rows.of(((case[0], results[case[0]][0].reshape(-1, case[5]), wants[case[0]][0].reshape(-1, case[5]),
-                     _features(case)) for case in kernel_cases()), KERNEL)
+                     {**_features(case), "varies": varies(results[case[0]], case[5])}) for case in kernel_cases()),
+                   KERNEL)
 
 
 # What the rows that are off are, in a kernel's terms; the first that fits is said.
@@ -329,10 +337,31 @@ def computed_as(inputs: dict, results: dict, wants: dict) -> Variant | None:
     return first_variant(names, {name: results[name][0] for name in names}, variants(inputs, wants), KERNEL, AXES)
 
 
-def where_off(rows: Rows) -> str | None:
-    """Which queries are off (rows_of's), read by OFF, or None; a query that sees one key is right whatever the
-    softmax does, so it is left out."""
-    return read(rows, rows.off, OFF, care=rows.features["keys"] > 1)
+COORDS = (("b", "sequence"), ("h", "head"), ("t", "query"))
+
+
+def where_off(rows: Rows) -> list[str]:
+    """Which queries are off (rows_of's): those that hold another query's right output, which query's; then what
+    the others share, read by OFF (a query that sees one key is right whatever the softmax does, so it is left
+    out). [] when nothing is read."""
+    off = rows.off
+    care = rows.features["keys"] > 1
+    lines = []
+    if (moved := relocated(rows, off, COORDS)) is not None:
+        said, held = moved
+        lines.append(f"{'every' if held.sum() == off.sum() else f'{held.sum()} of the {off.sum()}'} off queries "
+                     f"hold another query's right output: {said}: where a query's output is stored, at ((b * H + h) "
+                     "* T + t) * D, or which query's q and keys it is computed from")
+        off, care = off & ~held, care & ~held
+        if off.any():
+            varies, zero = rows.features["varies"][off] == 1, (rows.got[off] == 0).all(axis=1)
+            lines.append(f"the other {off.sum()} off queries hold no query's right output" + (
+                ", every value 0: never written, it seems" if zero.all() else
+                ", and change from run to run: never written (the output holds what its memory held), or written by "
+                "two tasks at once" if varies.all() else ""))
+    if (said := read(rows, off, OFF, care=care)) is not None:
+        lines.append(f"leaving those out, {said}" if len(lines) else said)
+    return lines
 
 
 def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], object | None]:
@@ -358,8 +387,7 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
     elif len(c) and np.isfinite(c).all():
         lines.append(f"every off query's output is its right output times {c[0]:.4g}: a factor on the output, not "
                      "on the scores (a scale applied to acc or to the result, or a division by the wrong sum)")
-    if (said := where_off(rows)) is not None:
-        lines.append(said)
+    lines += where_off(rows)
     if (said := lanes(rows, "off only on lanes {lanes} of each query's D = {C} values, the others right: the loop "
                       "over D in vectors (its last vector, or its start) when the output or acc is written")):
         lines.append(said)
