@@ -131,6 +131,10 @@ def _uncatalogued(out_of, pool_of=stored):
     (_uncatalogued(lambda q, b, cl, lk, off, lay: causal(q, b, cl, lk, off, lay) * (  # a split combine's l off
         0.9 if len(cl) * q.shape[1] == 1 and len(q) == 1 else 1.0)),
      "off exactly on the cases of one head decoding alone, where a kernel splits a head's keys"),
+    (_uncatalogued(lambda q, b, cl, lk, off, lay: np.roll(  # each head's output stored at the next head's place
+        causal(q, b, cl, lk, off, lay), 1, axis=1) if q.shape[1] > 1 else causal(q, b, cl, lk, off, lay)),
+     "every off row holds another row's right output: head i holds head i - 1's (head 0 holds 1's, 0 holds 2's, 0 "
+     "holds 11's) (the same request and new row)"),
 ])
 def test_a_kernel_off_in_a_way_nobody_listed_is_told_by_what_it_computed(compute, words):
     part = judge(INPUTS, _results(compute))

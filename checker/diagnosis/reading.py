@@ -245,15 +245,20 @@ def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -
             same.append(word)
         elif np.unique(d).size == 1 and np.unique(s).size == 1:
             differ.append(f"{word} {d[0]} holds {word} {s[0]}'s")
-        elif np.unique(s - d).size == 1:
-            step = int(s[0] - d[0])
-            differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s")
         elif np.unique(s).size == 1:
             differ.append(f"{word}s {ranges(np.unique(d))} hold {word} {s[0]}'s")
         else:
-            pairs = sorted(set(zip(d.tolist(), s.tolist())))
-            differ.append(f"{word} " + ", ".join(f"{a} holds {b}'s" for a, b in pairs[:6])
-                          + (", ..." if len(pairs) > 6 else ""))
+            steps, counts = np.unique(s - d, return_counts=True)
+            step = int(steps[np.argmax(counts)])  # the most common shift, said with the rows it misses
+            others = sorted(set(zip(d[s - d != step].tolist(), s[s - d != step].tolist())))
+            listed = ", ".join(f"{a} holds {b}'s" for a, b in others[:6]) + (", ..." if len(others) > 6 else "")
+            if step != 0 and 2 * counts.max() >= len(d):
+                differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s"
+                              + (f" ({word} {listed})" if others else ""))
+            else:
+                pairs = sorted(set(zip(d.tolist(), s.tolist())))
+                differ.append(f"{word} " + ", ".join(f"{a} holds {b}'s" for a, b in pairs[:6])
+                              + (", ..." if len(pairs) > 6 else ""))
     if not differ:  # the same coordinates, another case's row: nothing to say in them
         return None
     alike = f" (the same {' and '.join(same)})" if same else ""

@@ -349,8 +349,9 @@ def where_off(rows: Rows) -> list[str]:
     lines = []
     if (moved := relocated(rows, off, COORDS)) is not None:
         said, held = moved
-        lines.append(f"{'every' if held.sum() == off.sum() else f'{held.sum()} of the {off.sum()}'} off queries "
-                     f"hold another query's right output: {said}: where a query's output is stored, at ((b * H + h) "
+        every = held.sum() == off.sum()
+        lines.append(f"{'every off query holds' if every else f'{held.sum()} of the {off.sum()} off queries hold'} "
+                     f"another query's right output: {said}: where a query's output is stored, at ((b * H + h) "
                      "* T + t) * D, or which query's q and keys it is computed from")
         off, care = off & ~held, care & ~held
         if off.any():
