@@ -75,14 +75,14 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
-def summary(runs: list[Run], began: float, ended: float) -> dict:
-    """tokens/s, TTFT p50, per-token latency p50/p99 (ms, between two pieces of a stream) and decode p50 (ms a
-    token after a request's first: its last piece's time less its first's, over its other tokens; a piece may
-    hold a turn's tokens) of one load level's runs."""
+def summary(runs: list[Run], seconds: float) -> dict:
+    """tokens/s (over the `seconds` the runs were measured in), TTFT p50, per-token latency p50/p99 (ms, between
+    two pieces of a stream) and decode p50 (ms a token after a request's first: its last piece's time less its
+    first's, over its other tokens; a piece may hold a turn's tokens) of one load level's runs."""
     gaps = [1e3 * (b - a) for r in runs for a, b in zip(r.times, r.times[1:])]
     decode = [1e3 * (r.times[-1] - r.times[0]) / (r.tokens - 1) for r in runs if r.tokens > 1 and len(r.times) > 1]
     return dict(requests=len(runs), tokens=sum(r.tokens for r in runs),
-                tokens_per_s=sum(r.tokens for r in runs) / (ended - began),
+                tokens_per_s=sum(r.tokens for r in runs) / seconds,
                 ttft_p50_ms=percentile([1e3 * (r.times[0] - r.sent) for r in runs if r.times], 50),
                 token_p50_ms=percentile(gaps, 50), token_p99_ms=percentile(gaps, 99),
                 decode_p50_ms=percentile(decode, 50))
@@ -134,7 +134,7 @@ def transformers_level(model, vocab: int, batches: list[list[list[int]]], new_to
         new = out[:, x.shape[1]:].tolist()
         ids += new
         runs += [Run(sent, clock.times, "", len(row)) for row in new]
-    return summary(runs, began, time.perf_counter()), ids
+    return summary(runs, time.perf_counter() - began), ids
 
 
 # --- the served side ---------------------------------------------------------------------------------
@@ -165,8 +165,8 @@ def _client(url: str):
                        default_headers={"Connection": "close"})
 
 
-async def _served_level(url: str, streams: int, requests: list[list[int]], new_tokens: int
-                        ) -> tuple[dict, list[Run]]:
+async def _served_runs(url: str, streams: int, requests: list[list[int]], new_tokens: int, warm: int
+                       ) -> tuple[list[Run], float]:
     gate = asyncio.Semaphore(streams)
 
     async def one(prompt):
@@ -174,15 +174,23 @@ async def _served_level(url: str, streams: int, requests: list[list[int]], new_t
             return await _request(client, prompt, new_tokens)
 
     async with _client(url) as client:
-        await asyncio.gather(*(one(p) for p in requests[:streams]))  # warm-up round
+        await asyncio.gather(*(one(p) for p in requests[:warm]))  # warm-up round
         began = time.perf_counter()
-        runs = await asyncio.gather(*(one(p) for p in requests[streams:]))
-        return summary(runs, began, time.perf_counter()), runs
+        runs = await asyncio.gather(*(one(p) for p in requests[warm:]))
+        return runs, time.perf_counter() - began
+
+
+def served_runs(url: str, streams: int, requests: list[list[int]], new_tokens: int, warm: int = 0
+                ) -> tuple[list[Run], float]:
+    """The first `warm` requests warm up; the rest are measured, `streams` in flight at any time: their runs, and
+    the seconds they took."""
+    return asyncio.run(_served_runs(url, streams, requests, new_tokens, warm))
 
 
 def served_level(url: str, streams: int, requests: list[list[int]], new_tokens: int) -> tuple[dict, list[Run]]:
     """The first `streams` requests warm up; the rest are measured, `streams` in flight at any time."""
-    return asyncio.run(_served_level(url, streams, requests, new_tokens))
+    runs, seconds = served_runs(url, streams, requests, new_tokens, warm=streams)
+    return summary(runs, seconds), runs
 
 
 async def _scored(url: str, streams: int, requests: list[list[int]]) -> tuple[float, list[list[float | None]]]:

@@ -11,18 +11,19 @@ requests to each, in one run.
     transformers  GPT2LMHeadModel.generate, `streams` prompts in one batch (bench/serve.py's)
 
 At each number of streams S and prompt length P: a warm-up round of S requests, then measured(S) requests (2 x S,
-at least MEASURED_AT_LEAST: one stream is timed over more than two requests), S in flight at
-any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones, greedy, no EOS stop; tokens/s,
-time to first token p50 and per-token p99 (bench/serve.py's summary); at one stream, each server's first token
-and then each of a request's other tokens. Every served text is compared with
-transformers' greedy ids (step 18's with transformers on the same dequantised weights would be the tighter rule;
-the float32 ids are the same on the stand-ins and GPT-2 for all but a few requests, so the share that agrees is
-reported, not required); each text that differs is placed (`differing`: the request, its first differing character,
-whether it is another request's text), and the report lists step 14's, whose every difference is a fault. The
-peak resident memory of each server's process tree is read after the 16-stream level.
+at least MEASURED_AT_LEAST; one stream 16, in ROUNDS_AT_ONE rounds with the servers taking turns in each), S in
+flight at any time (transformers: batches of S), each P prompt ids and NEW_TOKENS new ones, greedy, no EOS stop;
+tokens/s, time to first token p50 and per-token p99 (bench/serve.py's summary); at one stream, each server's first
+token and then each of a request's other tokens. Every served text is compared with transformers' greedy ids (step
+18's with transformers on the same dequantised weights would be the tighter rule; the float32 ids are the same on
+the stand-ins and GPT-2 for all but a few requests, so the share that agrees is reported, not required); each text
+that differs is placed (`differing`: the request, its first differing character, whether it is another request's
+text), and the report lists step 14's, whose every difference is a fault. The peak resident memory of each
+server's process tree is read after the 16-stream level.
 Every server is started first and the levels go one at a time, transformers and then each server in turn (the
-order turned by one a level): a level's figures are taken minutes apart, whatever the machine's neighbours do to its
-speed over the run. While one is measured the other servers are stopped (SIGSTOP; an idle max serve polls its queue).
+order turned by one a level, and by one a round): a level's figures are taken seconds apart, not minutes, whatever
+the machine's neighbours do to its speed over the run. While one is measured the other servers are stopped
+(SIGSTOP; an idle max serve polls its queue).
 
     floor         solution 14 behind `max serve` on a GPT-2 of one layer of width 64 with the checkpoint's
                   vocabulary, one stream of the shortest prompts: what max serve takes a token around a graph
@@ -45,7 +46,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.llama import NO_REPACK, REPACK_NOTE, convert
-from bench.serve import prompts, served_level, transformers_level, whole_characters
+from bench.serve import prompts, served_runs, summary, transformers_level, whole_characters
 from runtime.paths import REPO, shown
 from runtime.server import PAGE, Server, descendants, free_port, same_text
 
@@ -65,11 +66,20 @@ PARALLEL = 16  # llama-server's slots
 ADMITS = 0.9  # MAX's scheduler admits no new prompt beside decoding ones while the pool is fuller than this
 MEMORY_AT = 16  # the level after which each server's peak memory is read
 MEASURED_AT_LEAST = 8  # requests measured at every level
+ROUNDS_AT_ONE = 4  # one stream's requests go in this many rounds, every server in turn in each
 
 
 def measured(streams: int) -> int:
     """How many requests are measured at `streams` in flight, after the warm-up round."""
-    return max(2 * streams, MEASURED_AT_LEAST)
+    return max(2 * streams, MEASURED_AT_LEAST) * (ROUNDS_AT_ONE // 2 if streams == 1 else 1)
+
+
+def rounds(streams: int) -> int:
+    """The rounds a level's measured requests go in: a level of one stream is seconds long a server, so its
+    requests go in ROUNDS_AT_ONE rounds, the servers taking turns in each, and its figures come from windows
+    seconds apart, not from one each; a level of more streams goes in one (its tail, the last requests with
+    fewer in flight, once)."""
+    return ROUNDS_AT_ONE if streams == 1 else 1
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -133,14 +143,13 @@ def differing(served: list[str], expected: list[str]) -> list[dict]:
     return out
 
 
-def _level(url: str, length: int, streams: int, load: Load, work: dict, expected: list, tokenizer) -> dict:
-    """One (prompt length, streams) level against one server: its summary, how many texts are transformers', and
-    where the others differ."""
-    summary, runs = served_level(url, streams, work[length, streams], load.new_tokens)
+def _level(length: int, streams: int, runs: list, seconds: float, expected: list, tokenizer) -> dict:
+    """One (prompt length, streams) level of one server, its measured `runs` in the request order of `expected`:
+    its summary, how many texts are transformers', and where the others differ."""
     want = [tokenizer.decode(e, skip_special_tokens=True) for e in expected]
     differ = differing([r.text for r in runs], want)
     return dict(prompt_tokens=length, streams=streams, same_text=len(runs) - len(differ), differing=differ,
-                **summary)
+                **summary(runs, seconds))
 
 
 @contextmanager
@@ -177,8 +186,9 @@ def floor_checkpoint(checkpoint, folder: Path) -> Path:
 
 def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) -> dict:
     """Every figure, the same requests to each: every server started first, then level by level transformers and
-    each server in turn (the order turned by one each level, the others stopped meanwhile), so that a level's
-    figures are minutes apart and a machine that speeds up or slows down during the run moves them alike."""
+    each server in turn (the order turned by one each level and each round, the others stopped meanwhile), so that
+    a level's figures are not minutes apart and a machine that speeds up or slows down during the run moves them
+    alike."""
     import torch
     from transformers import AutoTokenizer, GPT2LMHeadModel
 
@@ -218,22 +228,32 @@ def measure(checkpoint, load: Load, source: Path | None, binary: Path | None) ->
             with alone(None, list(groups.values())):
                 transformers_level(hf, vocab, [requests[:s]], load.new_tokens)  # warm-up
                 rest = requests[s:]
-                summary, expected = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
-                                                       load.new_tokens)
-            results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **summary))
-            said = [f"transformers {summary['tokens_per_s']:.1f}"]
+                theirs, expected = transformers_level(hf, vocab, [rest[i:i + s] for i in range(0, len(rest), s)],
+                                                      load.new_tokens)
+            results["transformers"].append(dict(prompt_tokens=length, streams=s, same_text=len(rest), **theirs))
+            said = [f"transformers {theirs['tokens_per_s']:.1f}"]
             names = list(servers)
-            for name in names[at % len(names):] + names[:at % len(names)]:
-                url, pid = servers[name]
-                with alone(groups[pid], list(groups.values())):
-                    row = _level(url, length, s, load, work, expected, tokenizer)
+            taken = {name: ([], 0.0) for name in names}  # each server's runs and seconds, round by round
+            cut = -(-len(rest) // rounds(s))
+            for r in range(rounds(s)):
+                turn = at + r
+                for name in names[turn % len(names):] + names[:turn % len(names)]:
+                    url, pid = servers[name]
+                    with alone(groups[pid], list(groups.values())):
+                        warm = requests[:s] if r == 0 else []  # the first round warms up
+                        runs, seconds = served_runs(url, s, warm + rest[r * cut:(r + 1) * cut], load.new_tokens,
+                                                    warm=len(warm))
+                    taken[name] = (taken[name][0] + runs, taken[name][1] + seconds)
+            for name in names:
+                row = _level(length, s, *taken[name], expected, tokenizer)
                 results.setdefault(name, []).append(row)
                 said.append(f"{name} {row['tokens_per_s']:.1f}")
                 if s == MEMORY_AT:
-                    memory[name] = peak_rss_mb(pid)
+                    memory[name] = peak_rss_mb(servers[name][1])
             if (length, s) == (load.prompt_tokens[0], 1):  # the floor: one stream of the shortest prompts
                 with alone(groups[floor.process.pid], list(groups.values())):
-                    results["floor"] = [_level(floor.url, length, s, load, work, expected, tokenizer)]
+                    results["floor"] = [_level(length, s, *served_runs(floor.url, s, requests, load.new_tokens, warm=s),
+                                               expected, tokenizer)]
             print(f"{length}-token prompts, {s} streams: {', '.join(said)} tokens/s", file=sys.stderr, flush=True)
     return dict(load=asdict(load), results=results, memory_mb=memory, llama_cpp=llama,
                 cache=dict(positions=pool, context=context, parallel=PARALLEL))
@@ -245,7 +265,8 @@ def report(result: dict) -> str:
     lines = [f"{m['processor']} ({', '.join(m['vector_extensions']) or 'no vector extensions listed'}), {m['cpus']} "
              f"CPUs; {result['model']}",
              f"Each request: its prompt's ids, {load['new_tokens']} new tokens, greedy; a warm-up round, then "
-             f"2 x streams requests (at least {MEASURED_AT_LEAST}), streams in flight", "",
+             f"2 x streams requests (at least {MEASURED_AT_LEAST}), streams in flight; one stream {measured(1)} "
+             f"requests in {ROUNDS_AT_ONE} rounds, the servers taking turns in each", "",
              "| prompt | streams | " + " | ".join(f"{n} tokens/s" for n in names) + " | step 18 / llama.cpp | "
              "step 18 / transformers | TTFT p50 (ms) | per-token p99 (ms) |",
              "| --- " * (len(names) + 6) + "|"]

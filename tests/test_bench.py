@@ -137,7 +137,7 @@ def test_serving_figures_are_computed_from_the_clocks():
 
     runs = [Run(sent=0.0, times=[0.5, 0.6, 0.8], text="", tokens=3),
             Run(sent=0.2, times=[0.9, 1.0, 1.1], text="", tokens=3)]
-    got = summary(runs, began=0.0, ended=2.0)
+    got = summary(runs, seconds=2.0)
     gaps_ms = [100.0, 200.0, 100.0, 100.0]  # 0.6-0.5, 0.8-0.6, 1.0-0.9, 1.1-1.0
     assert got["tokens_per_s"] == 6 / 2.0 and got["requests"] == 2
     assert abs(got["ttft_p50_ms"] - np.median([500.0, 700.0])) < 1e-6
@@ -145,7 +145,7 @@ def test_serving_figures_are_computed_from_the_clocks():
     assert abs(got["token_p99_ms"] - np.percentile(gaps_ms, 99)) < 1e-6
     decode_ms = [(800.0 - 500.0) / 2, (1100.0 - 900.0) / 2]  # each request's last piece less its first, a token
     assert abs(got["decode_p50_ms"] - np.median(decode_ms)) < 1e-6
-    turns = summary([Run(sent=0.0, times=[0.5, 0.9], text="", tokens=9)], began=0.0, ended=1.0)  # 8 in one piece
+    turns = summary([Run(sent=0.0, times=[0.5, 0.9], text="", tokens=9)], seconds=1.0)  # 8 in one piece
     assert abs(turns["decode_p50_ms"] - 400.0 / 8) < 1e-6
     level = dict(served=dict(requests=2), same_text=2, exact_length=2)
     scoring = dict(every_token_scored=True, max_abs_diff=1e-5)
