@@ -100,9 +100,9 @@ OFF = [
            f"within a band, which query a row reads or writes (the band's first t plus the row's index)")
       for k in (2, 4, 8, 16)),
     *(Rule(lambda f, w=w: f["keys"] % w != 0,
-           f"off only on queries whose number of keys (P + t + 1) is no multiple of {w}, right on every one whose "
-           f"is: the keys after the last whole vector of {w}: a vector loop's tail (the scores, their exps, or the "
-           "values they weigh) left out or read wrong", within=within)
+           "off only on queries whose number of keys (P + t + 1) is no multiple of {alike}, right on every one whose "
+           "is: the keys after the last whole vector of {alike}: a vector loop's tail (the scores, their exps, or the "
+           "values they weigh) left out or read wrong", within=within, family="vector", value=w)
       for within in (False, True) for w in (2, 4, 8, 16, 32, 64)),
     Rule(lambda f: f["large"] == 1,
          "off only on the cases whose scores are GPT-2's size (up to ~100): a step of the online softmax that "
