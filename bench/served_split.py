@@ -27,6 +27,7 @@ import numpy as np
 
 from runtime.bandwidth import products
 from runtime.files import MODEL_FILE
+from runtime.kv_inputs import staged
 from runtime.quantize import BLOCK, quantize
 from runtime.server import PAGE  # the served cache's: every request's prompt and its steps fit in one
 
@@ -106,7 +107,7 @@ class _Requests:
         offsets = np.cumsum([0] + [len(c.tokens.active) for c in self.contexts]).astype(np.uint32)
         started = time.perf_counter()
         out = self.graph(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
-                         Buffer.from_numpy(offsets), *tree.leaves(self.manager.runtime_inputs([self.contexts])))
+                         Buffer.from_numpy(offsets), *tree.leaves(staged(self.manager, [self.contexts])))
         logits = np.from_dlpack(out.next_token_logits)  # [B, V]
         chosen = logits.argmax(-1)
         took = time.perf_counter() - started

@@ -30,6 +30,9 @@ every request, instead of MAX's max_batch_size x max_length: one cache every req
 however long each is. The scheduler admits a prompt when its pages are free and takes a decoding request
 out (to run again later) when none is left for its next token; a request at max_length always fits.
 
+A batch MAX prepares (a turn's first step, a page's start, MAX's own step) waits for the copies of its
+cache inputs to land before the graph runs: on the CPU MAX 26.7 does not (runtime.kv_inputs).
+
 GPT-2 reads no images or video: the scheduler's per-step questions about their encoders get None at once.
 """
 
@@ -48,6 +51,7 @@ from max.pipelines.kv_cache import InsufficientBlocksError
 from max.pipelines.lib.pipeline_variants.text_generation import TextGenerationPipeline
 
 from gpt2_arch.config import GPT2ArchConfig
+from runtime.kv_inputs import settle
 from runtime.server import POOL
 
 TURN = 0.05  # seconds: a decoding batch's steps run back to back in one call until this much has passed
@@ -81,6 +85,12 @@ class GPT2Pipeline(TextGenerationPipeline[TextContext]):
         if positions := os.environ.get(POOL):
             memory_plan = pooled(memory_plan, pipeline_config, int(positions))
         super().__init__(pipeline_config, pipeline_model, weight_adapters, tokenizer, memory_plan)
+
+    def prepare_batch(self, batches):
+        """MAX's, with its copies of the cache's inputs landed before the step reads them (runtime.kv_inputs)."""
+        prepared = super().prepare_batch(batches)
+        settle(self._devices)
+        return prepared
 
     def _execute(self, inputs):
         batch = inputs.flat_batch

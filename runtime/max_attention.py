@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from runtime.compiling import session
+from runtime.kv_inputs import staged
 from runtime.server import PAGE
 
 # MAX is imported inside the class: importing it takes seconds.
@@ -88,7 +89,7 @@ class MaxAttention:
         from max.driver import Buffer
 
         self._manager.alloc(context)
-        kv = self._tree.leaves(self._manager.runtime_inputs([[context]]))
+        kv = self._tree.leaves(staged(self._manager, [[context]]))
         q, k, v = (Buffer.from_numpy(self._rng.standard_normal((T, *self._shape), dtype=np.float32))
                    for _ in range(3))
         tokens, n_logits = Buffer.from_numpy(np.zeros(T, np.int64)), Buffer.from_numpy(np.array([1], np.int64))

@@ -19,6 +19,7 @@ from max.pipelines.kv_cache import InsufficientBlocksError
 
 from gpt2_arch import pipeline as served_pipeline
 from gpt2_arch.pipeline import GPT2Pipeline
+from runtime.kv_inputs import staged
 
 VOCAB = 16
 
@@ -142,7 +143,7 @@ def _inputs(manager, batch: list[TextContext]):
                         input_row_offsets=Buffer.from_numpy(np.cumsum([0] + [c.tokens.active_length for c in batch],
                                                                       dtype=np.uint32)),
                         return_n_logits=Buffer.from_numpy(np.array([1], np.int64)),
-                        kv_cache_inputs=manager.runtime_inputs([batch]))
+                        kv_cache_inputs=staged(manager, [batch]))
 
 
 def _values(model_inputs) -> list[np.ndarray]:

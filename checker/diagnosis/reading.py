@@ -230,35 +230,36 @@ def sources(rows: Rows, mask: np.ndarray) -> np.ndarray:
 
 
 def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -> tuple[str, np.ndarray] | None:
-    """When rows of `mask` hold other rows' right outputs: which hold whose, told by `coords` ((feature, word), as
-    ("b", "sequence")): "sequence 0 holds sequence 1's (the same head and query)", "query t holds query t + 1's",
-    with the rows it holds on; None when no row of `mask` holds another's."""
+    """When rows of `mask` hold other rows' right outputs in a pattern: which hold whose, told by `coords`
+    ((feature, word), as ("b", "sequence")): "sequence 0 holds sequence 1's (the same head and query)", "query i
+    holds query i + 1's", with the rows it holds on. A pattern: a fifth of `mask`'s rows or more (at least two),
+    each coordinate the same, one source for all, or one shift for most, and in each case one source a value. Else
+    None: a few rows that hold another's by chance (a softmax so peaked that a row is one value row) say nothing."""
     found = sources(rows, mask)
     moved = found >= 0
-    if not moved.any():
+    if moved.sum() < max(2, 0.2 * mask.sum()):
         return None
     to, source = np.flatnonzero(moved), found[moved]
     differ, same = [], []
     for feature, word in coords:
         d, s = rows.features[feature][to], rows.features[feature][source]
+        pairs = set(zip(rows.case[to].tolist(), d.tolist(), s.tolist()))
+        if len(pairs) != len({(case, a) for case, a, _ in pairs}):
+            return None  # a value whose rows hold several values' outputs: no pattern
         if (d == s).all():
             same.append(word)
-        elif np.unique(d).size == 1 and np.unique(s).size == 1:
-            differ.append(f"{word} {d[0]} holds {word} {s[0]}'s")
         elif np.unique(s).size == 1:
-            differ.append(f"{word}s {ranges(np.unique(d))} hold {word} {s[0]}'s")
+            differ.append(f"{word} {d[0]} holds {word} {s[0]}'s" if np.unique(d).size == 1 else
+                          f"{word}s {ranges(np.unique(d))} hold {word} {s[0]}'s")
         else:
             steps, counts = np.unique(s - d, return_counts=True)
             step = int(steps[np.argmax(counts)])  # the most common shift, said with the rows it misses
+            if step == 0 or 2 * counts.max() < len(d):
+                return None
             others = sorted(set(zip(d[s - d != step].tolist(), s[s - d != step].tolist())))
             listed = ", ".join(f"{a} holds {b}'s" for a, b in others[:6]) + (", ..." if len(others) > 6 else "")
-            if step != 0 and 2 * counts.max() >= len(d):
-                differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s"
-                              + (f" ({word} {listed})" if others else ""))
-            else:
-                pairs = sorted(set(zip(d.tolist(), s.tolist())))
-                differ.append(f"{word} " + ", ".join(f"{a} holds {b}'s" for a, b in pairs[:6])
-                              + (", ..." if len(pairs) > 6 else ""))
+            differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s"
+                          + (f" ({word} {listed})" if others else ""))
     if not differ:  # the same coordinates, another case's row: nothing to say in them
         return None
     alike = f" (the same {' and '.join(same)})" if same else ""

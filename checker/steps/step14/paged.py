@@ -13,6 +13,7 @@ from checker.diagnosis.stream import first_difference, recording, row_margins
 from checker.reporting.compare import CORRECT_MARGIN
 from checker.steps.step14.reference import PAGE_SIZE, PAGED_LAYERS, SCENARIO
 from runtime.compiling import session
+from runtime.kv_inputs import staged
 from runtime.loading import stored_tensors
 
 # MAX is imported inside the functions that use it: importing it takes seconds.
@@ -115,7 +116,7 @@ def run_scenario(compiled, kv_params, tokens: dict[str, list[int]]) -> tuple[lis
         ids = np.concatenate([c.tokens.active for c in ctxs]).astype(np.int64)
         offsets = np.cumsum([0] + [len(c.tokens.active) for c in ctxs]).astype(np.uint32)
         logits, *pieces = compiled(Buffer.from_numpy(ids), Buffer.from_numpy(np.array([1], np.int64)),
-                                   Buffer.from_numpy(offsets), *tree.leaves(manager.runtime_inputs([ctxs])))
+                                   Buffer.from_numpy(offsets), *tree.leaves(staged(manager, [ctxs])))
         out.append(np.from_dlpack(logits).astype(np.float64))
         recorded.append([np.from_dlpack(p).astype(np.float64) for p in pieces])
     return out, recorded

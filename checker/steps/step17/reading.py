@@ -362,6 +362,13 @@ def where_off(rows: Rows) -> list[str]:
                 "two tasks at once" if varies.all() else ""))
     if (said := read(rows, off, OFF, care=care)) is not None:
         lines.append(f"leaving those out, {said}" if len(lines) else said)
+    elif not lines and (~care).any() and not (off & ~care).any() and off.sum() >= 0.9 * care.sum():
+        n, m = off.sum(), care.sum()
+        said = "every query that sees" if n == m else f"{n} of the {m} queries that see"
+        lines.append(f"off on {said} more than one key, right on each that sees one (its weight is 1 "
+                     "whatever its score, and it takes key 0's value): the scores q . k (which q and which keys are "
+                     "read, a vector's offset within them, the scale) or the weights made from them (exp(s - m), "
+                     "the sum l)")
     return lines
 
 
