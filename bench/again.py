@@ -6,8 +6,9 @@ then a token a step, greedy) for STEPS steps, REPEATS times over, each time fres
 every step's next-token logits [BATCH, V] are compared bit for bit with the first time's. The same inputs give
 the same numbers on a correct graph, so a step that differs is a fault of the graph or of the kernels under it.
 With `--busy` a busy loop runs beside it on every CPU (stopped when it ends): step 14's server gave wrong texts
-once in many rounds under load, and its graph alone did the same beside busy loops (the performance page, under
-"Weights on a cache line's start"). Exit status 1 if any step differed.
+once in many rounds under load, and its graph alone did the same beside busy loops, until a step's cache inputs
+were waited for (runtime.kv_inputs; the performance page, "Step 14's fault, found"). Exit status 1 if any step
+differed.
 """
 
 from __future__ import annotations
