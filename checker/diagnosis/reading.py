@@ -163,11 +163,13 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
     in_mask = np.isin(case, case[mask])  # the rows of the cases `mask` is in
 
     def bound(holds: np.ndarray) -> bool:
-        """Every row of `mask` inside, a right row too; and where `mask` is one case's, a row of that case outside
-        (a feature of the one case, its K or its M, or one its rows all share, bounds it without showing
-        anything)."""
+        """Every row of `mask` inside, a right row too; and where `mask` is one case's, a row of that case outside,
+        or rows of a third of the cases at most (a feature the one case shares with most others, its K, its M,
+        one its rows all share, bounds it without showing anything; a kind of case few are, one head decoding
+        alone, does)."""
         return (not mask[~holds].any() and bool((~mask[holds]).any())
-                and (len(set(case[mask])) > 1 or bool((~holds[in_mask]).any())))
+                and (len(set(case[mask])) > 1 or bool((~holds[in_mask]).any())
+                     or 3 * len(set(case[holds])) <= len(set(case))))
 
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:

@@ -59,7 +59,18 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
     if not new & set(rows.tolist()):
         return (f"{what} differs at positions {listed} on {name}, though its new positions {P} .. {P + T - 1} are "
                 "right: a write outside them (over the cached positions, or past them)")
-    return f"{what} differs at positions {listed} on {name} (the new ones are {P} .. {P + T - 1})"
+    off = differs(got, want)  # [B, H, N, D]
+    heads = np.argwhere(off.any(axis=(2, 3)))  # [(b, h)] of the heads that differ
+    B, H = got.shape[:2]
+    which = "" if len(heads) == B * H else " on head " + ", ".join(
+        f"{h}" if B == 1 else f"(b {b}, h {h})" for b, h in heads[:8].tolist()) + (", ..." if len(heads) > 8 else "") \
+        + f" only (of {B * H}{' (b, h)' if B > 1 else ''})"
+    new_off = off[:, :, P:P + T]
+    never = (": still the NaN the check put at the new positions, never written there (a task that never ran, or "
+             "stopped before its store)"
+             if not np.delete(off, np.s_[P:P + T], axis=2).any() and np.isnan(got[:, :, P:P + T][new_off]).all()
+             else "")
+    return f"{what} differs at positions {listed}{which} on {name} (the new ones are {P} .. {P + T - 1}){never}"
 
 
 def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)) -> Part:

@@ -33,8 +33,10 @@ LANES = 16
 
 def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
     """(name, B, H, T, P, D, N, magnitude): prefill and decode, with and without a cache, key counts no
-    multiple of a tile, one key, the whole context, one head alone (its keys split at decode), and scores
-    of GPT-2's magnitude (the large ones a wrong running maximum cannot hide)."""
+    multiple of a tile, one key, the whole context, one head alone (its keys split at decode), scores
+    of GPT-2's magnitude (the large ones a wrong running maximum cannot hide), and 7 heads at decode: a task
+    a head, handed out in runs of equal length to the cores, leaves the last ones out when runs are cut short
+    (7 is no multiple of 2, 3, 4, 5 or 6, and 12 none of 7 or 8)."""
     return [
         ("prefill T=5, P=0", 1, 2, 5, 0, D, 16, 1.0),
         ("prefill T=7 after P=9, batch 2", 2, 3, 7, 9, D, 40, 1.0),
@@ -45,6 +47,7 @@ def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
         ("decode P=300, one head, GPT-2-scale scores", 1, 1, 1, 300, D, 512, 6.0),
         ("prefill T=33 after P=3, GPT-2-scale scores", 1, 2, 33, 3, D, 64, 6.0),
         ("decode P=200, scores far below 0", 1, 2, 1, 200, D, 256, -6.0),
+        ("decode P=37, 7 heads (a count of tasks no multiple of the cores)", 1, 7, 1, 37, D, 64, 1.0),
     ]
 
 
