@@ -12,7 +12,9 @@ stride on a K no multiple of 32 given no reading), and 4 were placed by the rows
 what those rows computed (a band's head offset and scale, the decode bound, values read from the keys). Nine
 more for step 18 come last (see there), after two more for step 17 (a tile's partial vector of keys left out of
 the sums, told as the catalogue's last tile without saying the tile was 16 keys; an output stored at head % H, read
-as bounds on keys from the rows a race left).
+as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third helper's, placed since by
+a reading each: right only below one whole vector or block, or on queries of one key; a decode case of 7 heads; the
+learner's other custom op named when the decode is off with MAX's products in place).
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -318,6 +320,35 @@ HELD = [
           '(both halves in parallel), so the MLP half is wrong from block 0 on. Add the attention '
           'first, then normalise for the MLP.'),
          ("block 0's attention half", 'how forward adds it to the stream')),
+    Held('15', 'fma-arguments-swapped', 'matvec.mojo',
+         'acc[r] += wp.unsafe_load[width=WIDTH]((m + r) * K + k) * xv',
+         'acc[r] = acc[r].fma(xv, wp.unsafe_load[width=WIDTH]((m + r) * K + k))',
+         "kernel: the whole-vector loop's multiply-accumulate (acc * x + w, not w * x + acc)",
+         ("Every shape with a whole vector of K is off; the one whose K is below the vector width "
+          "runs the tail alone and is right. The vector loop's accumulation is wrong."),
+         ('whole vectors of K',)),
+    Held('16', 'block-second-vector-skipped', 'matvec_q8.mojo',
+         'comptime for c in range(WIDTH, BLOCK, WIDTH):',
+         'comptime for c in range(WIDTH, BLOCK - WIDTH, WIDTH):',
+         "kernel: the vectors summed within a whole block of 32 (the last one left out)",
+         ("Right only where K is below 32 (no whole block); every whole block drops its last "
+          "vector's columns."),
+         ('whole blocks of K',)),
+    Held('16', 'block-scale-by-column', 'matvec_q8.mojo',
+         'sp[unsafe_offset=m * KB + j]',
+         'sp[unsafe_offset=m * KB + k]',
+         "kernel: the index of a whole block's scale (its column k, not its block j)",
+         ("Block 0's scale is right (k = j = 0); every later block reads the scale 32 times too far "
+          "along (another row's, or past the end: NaN). Right on shapes with one whole block at most."),
+         ('a block after a row',)),
+    Held('16', 'append-source-stride', 'append.mojo',
+         'var dst, src, n = i * (P + 1) * D, i * P * D, P * D',
+         'var dst, src, n = i * (P + 1) * D, i * (P + 1) * D, P * D',
+         "kernel (append.mojo): where head i's past positions start in past (i * P * D)",
+         ("matvec_q8 passes alone; the cache gpt2_append grows reads head i's past at the output's "
+          "stride, so heads after the first get shifted positions and the last reads past the end. "
+          "The decode is off with MAX's products in place too: the append is the suspect."),
+         ('gpt2_append',)),
     Held('17', 'split-reads-next-split-key', 'flash.mojo',
          'var limit = min(end, P + t + 1)  # query t sees the keys up to its own position',
          'var limit = min(end, P + t) + 1  # query t sees the keys up to its own position',
@@ -495,6 +526,20 @@ HELD = [
           "0's place, so sequence 0 holds sequence 1's outputs (or its own, run to run) and "
           "sequence 1's are never written."),
          ("sequence 0 holds sequence 1's",)),
+    Held('17', 'key-vector-offset', 'flash.mojo',
+         'dot = qv[e].fma(kc.unsafe_load[width=W](key + e * W).cast[DType.float32](), dot)',
+         'dot = qv[e].fma(kc.unsafe_load[width=W](key + e).cast[DType.float32](), dot)',
+         "kernel: the offset of a key's vector e (e * W, not e)",
+         ("Every score q . k is taken against overlapping slices of the key; a query that sees one "
+          "key is right whatever its score, every other is off."),
+         ('the scores q . k',)),
+    Held('17', 'decode-runs-cut-short', 'flash.mojo',
+         'var per_run = (tasks + runs - 1) // runs',
+         'var per_run = tasks // runs',
+         "kernel: the tasks a run takes at decode (tasks // runs leaves the last ones out)",
+         ("At decode with a number of heads no multiple of the runs (the cores), the last heads are "
+          "never attended nor stored: their new positions keep what the cache held."),
+         ('never written',)),
     Held('18', 'band-keys-head-offset', 'paged_flash.mojo',
          'var keys, values = slot(b, j0, 0) + h * D, slot(b, j0, 1) + h * D',
          'var keys, values = slot(b, j0, 0), slot(b, j0, 1) + h * D',

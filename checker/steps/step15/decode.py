@@ -103,17 +103,22 @@ def _product(x, w, b):
 @contextlib.contextmanager
 def max_products(op: str = "gpt2_matvec", product=_product):
     """While a graph is traced or runs op by op, every call of the custom op `op` computes product(*its inputs)
-    with MAX's own ops instead (x @ w.T + b for gpt2_matvec): the learner's decode with their kernel taken out."""
+    with MAX's own ops instead (x @ w.T + b for gpt2_matvec): the learner's decode with their kernel taken out.
+    Yields the set the names of the other custom ops called meanwhile go into (the learner's own, still run)."""
     from max.experimental.custom import CustomOp
 
     original = CustomOp.__call__
+    others: set[str] = set()
 
     def replaced(self, *args, **kwargs):
-        return product(*args) if self.name == op else original(self, *args, **kwargs)
+        if self.name == op:
+            return product(*args)
+        others.add(self.name)
+        return original(self, *args, **kwargs)
 
     CustomOp.__call__ = replaced
     try:
-        yield
+        yield others
     finally:
         CustomOp.__call__ = original
 
@@ -316,7 +321,7 @@ def _without_kernel(run: StepRun, build, eleven, checkpoint: Checkpoint, prefill
     config = checkpoint.learner_config()
     instead = f"with MAX's products in place of your kernel (every {spec.op} call computed by MAX's own ops)"
     try:
-        with max_products(spec.op, spec.product):
+        with max_products(spec.op, spec.product) as others:
             plain = run.call(build, run.call(spec.load, eleven, checkpoint))
             if compiled:
                 plain = run.call(compile_decode, plain, config)
@@ -329,10 +334,13 @@ def _without_kernel(run: StepRun, build, eleven, checkpoint: Checkpoint, prefill
         return (f"{instead}, your decode is right: the kernel is the cause, as decode calls it (it passed alone on "
                 "these shapes: look at what differs in decode: x's rows one per sequence, the head's M of "
                 f"{config.vocab_size}, calls one after another)")
+    yours = (f"; and your other custom op{'s' if len(others) > 1 else ''} {', '.join(sorted(others))}, which this "
+             "decode still ran as you wrote it (first, if its outputs hold NaN: a read past a tensor's end)"
+             if others else "")
     return (f"{instead}, your decode is still off ({reference.verdict(ids, decoded).summary}): the cause is outside "
-            f"the kernel: in what {spec.model} and {spec.linear} hand {spec.function} (which weights and bias, the "
+            f"the kernel {spec.function}: in what {spec.model} and {spec.linear} hand it (which weights and bias, the "
             f"reshapes around it, the head's weight: wte, tied) or in the decode step around it ({spec.model}.forward "
-            "and what it calls: its blocks, layer norms and attention, step 13's or your own)")
+            f"and what it calls: its blocks, layer norms and attention, step 13's or your own){yours}")
 
 
 def timing_part(prefill, both, empty_cache, config) -> Part:

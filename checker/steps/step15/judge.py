@@ -39,9 +39,13 @@ class Tail:
     widths: tuple[int, ...]
     unit: str  # "your vector width"
     columns: str  # "the columns after the last whole vector of each row"
+    piece: str  # "vector": what a width's columns are
+    whole: str  # what only shapes of a whole vector or more run
 
 
-VECTOR_TAIL = Tail(WIDTHS, "your vector width", "the columns after the last whole vector of each row")
+VECTOR_TAIL = Tail(WIDTHS, "your vector width", "the columns after the last whole vector of each row", "vector",
+                   "the loop over a row's whole vectors (its loads of w and x, their product, the accumulator); a "
+                   "shape whose K is below one vector runs the tail alone")
 
 
 def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> list[str]:
@@ -69,6 +73,20 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         width = f"{fits[0]}" if len(fits) == 1 else f"{tail.unit} ({' or '.join(map(str, fits))} fit)"
         return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
                 f"K that is (K = {right}): {tail.columns}"]
+    for pieces in (1, 2):  # right only where K has no whole vector (the tail alone), or one (no second)
+        whole = [width for width in tail.widths
+                 if failing == {name for name, (_, k, _) in shapes.items() if k >= pieces * width}]
+        if whole:
+            ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
+            right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
+            width = f"{whole[0]}" if len(whole) == 1 else f"{tail.unit} ({' or '.join(map(str, whole))} fit)"
+            said = (f"K is {width} or more" if pieces == 1 else
+                    f"K holds two whole {tail.piece}s of {width} or more")
+            what = tail.whole if pieces == 1 else (f"what a {tail.piece} after a row's first reads: where {tail.piece} "
+                                                   f"j starts (j times its width), and the index of what it takes "
+                                                   f"from j (its scale, its offset)")
+            return [f"the whole {tail.piece}s of K: off on every shape whose {said} (K = {ks}), right on every "
+                    f"other (K = {right}): {what}"]
     tails = {}
     for name in failing:  # the last outputs of M: every bad output at the end of its row of y
         n, k, m = shapes[name]

@@ -35,7 +35,9 @@ def kernel_verdict(run: StepRun, cases, results: dict, packed: dict) -> Part:
 
 
 TAIL = Tail((BLOCK,), str(BLOCK), f"each row's last, partial block: its K % {BLOCK} columns, or the scale "
-                   "they are multiplied by")
+                   "they are multiplied by", "block",
+            f"the loop over a row's whole blocks of {BLOCK} (each block's vectors, "
+                   "its scale, the sum over blocks); a shape whose K is below one block runs its partial block alone")
 OUTSIDE = (f"an index one row or one block too far, or one before the start: a loop that runs once more than it "
            f"should, the scale of a last block read where K is a multiple of {BLOCK} and there is none, a scale at "
            "index -1")
