@@ -73,9 +73,19 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         width = f"{fits[0]}" if len(fits) == 1 else f"{tail.unit} ({' or '.join(map(str, fits))} fit)"
         return [f"the tail of K: off on every shape whose K is no multiple of {width} (K = {ks}), right on every "
                 f"K that is (K = {right}): {tail.columns}"]
+    tails = {}
+    for name in failing:  # the last outputs of M: every bad output at the end of its row of y
+        n, k, m = shapes[name]
+        columns = np.flatnonzero(bad[name].any(axis=0))  # nearly all off from the first to M (an output never
+        if len(columns) and len(columns) >= 0.99 * (m - columns[0]):  # written may hold its right value by chance)
+            tails[name] = m - columns[0]
+    if len(tails) == len(failing) and any(t < shapes[name][2] - 1 for name, t in tails.items()):
+        listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
+        return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
+                "of w after the last whole band a task takes"]
     for pieces in (1, 2):  # right only where K has no whole vector (the tail alone), or one (no second)
-        whole = [width for width in tail.widths
-                 if failing == {name for name, (_, k, _) in shapes.items() if k >= pieces * width}]
+        whole = [width for width in tail.widths if failing != set(shapes)
+                 and failing == {name for name, (_, k, _) in shapes.items() if k >= pieces * width}]
         if whole:
             ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
             right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
@@ -87,16 +97,6 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
                                                    f"from j (its scale, its offset)")
             return [f"the whole {tail.piece}s of K: off on every shape whose {said} (K = {ks}), right on every "
                     f"other (K = {right}): {what}"]
-    tails = {}
-    for name in failing:  # the last outputs of M: every bad output at the end of its row of y
-        n, k, m = shapes[name]
-        columns = np.flatnonzero(bad[name].any(axis=0))  # nearly all off from the first to M (an output never
-        if len(columns) and len(columns) >= 0.99 * (m - columns[0]):  # written may hold its right value by chance)
-            tails[name] = m - columns[0]
-    if len(tails) == len(failing) and any(t < shapes[name][2] - 1 for name, t in tails.items()):
-        listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
-        return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
-                "of w after the last whole band a task takes"]
     listed = ", ".join(shape_name(*shapes[name]) for name in sorted(failing))
     if (spaced := _one_in_each_run(failing, shapes, bad)) is not None:
         return [spaced]
