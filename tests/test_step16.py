@@ -253,3 +253,20 @@ def test_a_decode_step_without_a_product_names_it():
                                                 op, config)
     assert one_fc.endswith(f"by product: c_fc 1 times a step, {config.n_layer} expected")
 
+
+
+def test_scales_made_of_another_statistic_are_told_by_it():
+    """Scales that are max w / 127 of each block (the abs missing), or max |w| / 100, are told by the statistic
+    and the divisor they are, on every weight; the reference's max |w| / 127 gives no reading."""
+    rng = np.random.default_rng(0)
+    cases = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in (("a", (3, 45)), ("b", (2, 100)))}
+
+    def per_block(statistic, c):
+        return {name: np.stack([statistic(w[:, j * 32:(j + 1) * 32]) for j in range(-(-w.shape[1] // 32))], 1) / c
+                for name, w in cases.items()}
+
+    said = step16_quantize.scales_read(cases, per_block(lambda g: g.max(-1), 127))
+    assert said.startswith("your scales are max w / 127 of each block of 32") and "the abs is missing" in said, said
+    said = step16_quantize.scales_read(cases, per_block(lambda g: np.abs(g).max(-1), 100))
+    assert said.startswith("your scales are max |w| / 100 of each block"), said
+    assert step16_quantize.scales_read(cases, {n: ref.quantize(w)[1] for n, w in cases.items()}) is None

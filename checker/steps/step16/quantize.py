@@ -42,6 +42,38 @@ def _near_tie(w: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return np.abs(np.abs(ratio - np.trunc(ratio)) - 0.5) < 1e-4
 
 
+# What a block's scale may be made of: (formula, what it means, the statistic); max |w| / 127 is the reference's
+STATISTICS = [("max |w|", "", lambda g: np.abs(g).max(-1)),
+              ("max w", " (the largest w, not the largest |w|: the abs is missing)", lambda g: g.max(-1)),
+              ("-min w", " (the most negative w, not the largest |w|)", lambda g: -g.min(-1)),
+              ("max w - min w", " (the block's range)", lambda g: g.max(-1) - g.min(-1)),
+              ("mean |w|", "", lambda g: np.abs(g).mean(-1))]
+
+
+def scales_read(cases: dict[str, np.ndarray], scales: dict[str, np.ndarray]) -> str | None:
+    """When every case's scales [M, KB] are one statistic of each block of BLOCK columns of w divided by one
+    number c (the same on every case, the blocks where either is 0 left out): "max w / 127", in words; None
+    when none is, or when it is the reference's max |w| / 127."""
+    for formula, meaning, statistic in STATISTICS:
+        ratios = []
+        for name, w in cases.items():
+            got = np.asarray(scales[name], np.float64)
+            blocks = -(-w.shape[1] // BLOCK)
+            if got.shape != (w.shape[0], blocks):
+                return None
+            stat = np.stack([statistic(w[:, j * BLOCK:(j + 1) * BLOCK].astype(np.float64)) for j in range(blocks)], 1)
+            used = (stat != 0) & (got != 0)
+            ratios.append(stat[used] / got[used])
+        ratios = np.concatenate(ratios)
+        if len(ratios) and np.allclose(ratios, ratios[0], rtol=1e-5):
+            c = float(np.median(ratios))
+            if formula == "max |w|" and abs(c - 127) < 1e-3:
+                return None
+            return (f"your scales are {formula} / {c:.6g} of each block of {BLOCK}, on every weight{meaning}; the "
+                    "reference's are max |w| / 127, so that a block's largest |w| becomes 127 exactly")
+    return None
+
+
 def _arrays(got, what: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(got, tuple) or len(got) != 2:
         raise LearnerError(f"{what} returned {type(got).__name__}, expected a tuple (q, scales)")
@@ -73,6 +105,8 @@ def quantize_part(run: StepRun, quantize, cases: dict[str, np.ndarray]) -> Part:
             if not on_scales.ok:  # q = w / scale: a wrong scale makes q wrong; say so before the learner looks at q
                 on_q.details.append(f"its scales are off too ({on_scales.summary}): q is w / scale, so look at "
                                     "the scales first")
+                if (said := scales_read(cases, {n: got[n][1] for n in cases})) is not None:
+                    on_q.details.append(said)
             return on_q, "q"
         return on_scales, "scales"
 
