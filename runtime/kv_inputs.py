@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# MAX is imported inside the function that uses it: importing it takes seconds.
+
 
 def settle(devices: Iterable) -> None:
     """Wait until every copy sent to each of `devices` has landed."""
