@@ -262,7 +262,7 @@ def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -
             listed = ", ".join(f"{a} holds {b}'s" for a, b in others[:6]) + (", ..." if len(others) > 6 else "")
             differ.append(f"{word} i holds {word} i {'+' if step > 0 else '-'} {abs(step)}'s"
                           + (f" ({word} {listed})" if others else ""))
-    if not differ:  # the same coordinates, another case's row: nothing to say in them
+    if not differ:  # rows the coordinates do not tell apart: nothing to say in them
         return None
     alike = f" (the same {' and '.join(same)})" if same else ""
     return "; ".join(differ) + alike, moved
