@@ -12,7 +12,7 @@ stride on a K no multiple of 32 given no reading), and 4 were placed by the rows
 what those rows computed (a band's head offset and scale, the decode bound, values read from the keys). Nine
 more for step 18 come last (see there), after two more for step 17 (a tile's partial vector of keys left out of
 the sums, told as the catalogue's last tile without saying the tile was 16 keys; an output stored at head % H, read
-as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third helper's, placed since by
+as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third round's, placed since by
 a reading each: right only below one whole vector or block, or on queries of one key; a decode case of 7 heads; the
 learner's other custom op named when the decode is off with MAX's products in place).
 
