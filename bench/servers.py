@@ -66,12 +66,12 @@ PARALLEL = 16  # llama-server's slots
 ADMITS = 0.9  # MAX's scheduler admits no new prompt beside decoding ones while the pool is fuller than this
 MEMORY_AT = 16  # the level after which each server's peak memory is read
 MEASURED_AT_LEAST = 8  # requests measured at every level
-ROUNDS_AT_ONE = 4  # one stream's requests go in this many rounds, every server in turn in each
+ROUNDS_AT_ONE, A_ROUND = 4, 4  # one stream's requests go in 4 rounds of 4, every server in turn in each
 
 
 def measured(streams: int) -> int:
     """How many requests are measured at `streams` in flight, after the warm-up round."""
-    return max(2 * streams, MEASURED_AT_LEAST) * (ROUNDS_AT_ONE // 2 if streams == 1 else 1)
+    return ROUNDS_AT_ONE * A_ROUND if streams == 1 else max(2 * streams, MEASURED_AT_LEAST)
 
 
 def rounds(streams: int) -> int:

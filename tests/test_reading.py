@@ -129,6 +129,9 @@ def test_lanes_are_read_when_every_off_row_is_off_on_the_same_lanes():
     assert lanes(_rows(got, want), "{lanes} of {C}") is None
 
 
+COORDS = (("b", "b"), ("t", "t"))
+
+
 def test_rows_holding_other_rows_outputs_are_told_by_their_coordinates():
     """Row (b, t) holding (b + 1, t)'s output is "b 0 holds b 1's (the same t)"; rows shifted by one t are "t i
     holds t i + 1's"; a row holding no row's output is left out, and none holding one gives None."""
@@ -139,14 +142,16 @@ def test_rows_holding_other_rows_outputs_are_told_by_their_coordinates():
     got[:3] = want[3:]  # sequence 0 holds sequence 1's
     got[5] += 1  # off, and no row's
     rows = _rows(got, want, b=b, t=t)
-    said, held = relocated(rows, rows.off, (("b", "b"), ("t", "t")))
-    assert said == "b 0 holds b 1's (the same t)" and held.tolist() == [True] * 3 + [False] * 3, said
+    said, held = relocated(rows, rows.off, COORDS, ("row", "rows"), "PLACE")
+    assert said == "3 of the 4 off rows hold another row's right output: b 0 holds b 1's (the same t): PLACE", said
+    assert held.tolist() == [True] * 3 + [False] * 3
     shifted = want.copy()
     shifted[[0, 1, 3, 4]] = want[[1, 2, 4, 5]]
     rows = _rows(shifted, want, b=b, t=t)
-    assert relocated(rows, rows.off, (("b", "b"), ("t", "t")))[0] == "t i holds t i + 1's (the same b)"
+    assert relocated(rows, rows.off, COORDS, ("row", "rows"), "PLACE")[0] == (
+        "every off row holds another row's right output: t i holds t i + 1's (the same b): PLACE")
     rows = _rows(want + 1, want, b=b, t=t)
-    assert relocated(rows, rows.off, (("b", "b"), ("t", "t"))) is None
+    assert relocated(rows, rows.off, COORDS, ("row", "rows"), "PLACE") is None
 
 
 def test_the_first_variant_that_computes_every_case_is_named():

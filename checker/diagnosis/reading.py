@@ -13,7 +13,7 @@ its kernel, in its own words. This module finds which reading explains what was 
     lanes(rows, says)                   off only on some lanes of every row (a vector's tail of D)
     factors(rows)                       each row's c where got = c x want, NaN where no single c fits: one
                                         number a row is a normalisation, one for everything a factor
-    relocated(rows, mask, coords)       off rows that hold another row's right output, and which row's, told
+    relocated(rows, mask, coords, ...)  off rows that hold another row's right output, and which row's, told
                                         by their coordinates ("sequence 0 holds sequence 1's"): a result
                                         written at another row's place, or computed from another row's inputs
     follows(c, features, dimensions)    numbers, one a case, that are a power of one of its dimensions
@@ -231,12 +231,14 @@ def sources(rows: Rows, mask: np.ndarray) -> np.ndarray:
     return found
 
 
-def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -> tuple[str, np.ndarray] | None:
-    """When rows of `mask` hold other rows' right outputs in a pattern: which hold whose, told by `coords`
-    ((feature, word), as ("b", "sequence")): "sequence 0 holds sequence 1's (the same head and query)", "query i
-    holds query i + 1's", with the rows it holds on. A pattern: a fifth of `mask`'s rows or more (at least two),
-    each coordinate the same, one source for all, or one shift for most, and in each case one source a value. Else
-    None: a few rows that hold another's by chance (a softmax so peaked that a row is one value row) say nothing."""
+def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]], units: tuple[str, str], place: str
+              ) -> tuple[str, np.ndarray] | None:
+    """When rows of `mask` hold other rows' right outputs in a pattern: the line that says which hold whose, told by
+    `coords` ((feature, word), as ("b", "sequence")), and the rows it holds on. `units` ("query", "queries"):
+    "every off query holds another query's right output: sequence 0 holds sequence 1's (the same head and query):
+    {place}", or "query i holds query i + 1's". A pattern: a fifth of `mask`'s rows or more (at least two), each
+    coordinate the same, one source for all, or one shift for most, and in each case one source a value. Else None:
+    a few rows that hold another's by chance (a softmax so peaked that a row is one value row) say nothing."""
     found = sources(rows, mask)
     moved = found >= 0
     if moved.sum() < max(2, 0.2 * mask.sum()):
@@ -265,7 +267,10 @@ def relocated(rows: Rows, mask: np.ndarray, coords: Iterable[tuple[str, str]]) -
     if not differ:  # rows the coordinates do not tell apart: nothing to say in them
         return None
     alike = f" (the same {' and '.join(same)})" if same else ""
-    return "; ".join(differ) + alike, moved
+    one, many = units
+    n, m = moved.sum(), mask.sum()
+    held = f"every off {one} holds" if n == m else f"{n} of the {m} off {many} hold"
+    return f"{held} another {one}'s right output: {'; '.join(differ)}{alike}: {place}", moved
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,9 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
-    for pieces in (1, 2):  # right only where K has no whole vector (the tail alone), or one (no second)
-        whole = [width for width in tail.widths if failing != set(shapes)
-                 and failing == {name for name, (_, k, _) in shapes.items() if k >= pieces * width}]
+    for pieces in (1, 2) if failing != set(shapes) else ():  # right only below one whole vector, or below two
+        whole = [width for width in tail.widths
+                 if failing == {name for name, (_, k, _) in shapes.items() if k >= pieces * width}]
         if whole:
             ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
             right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.diagnosis.reading import relocated
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, CUT, LAST_TILE, READ, TILES, cuts, output
-from checker.steps.step17.reading import COORDS, computed_as, readings, rows_of, where_off
+from checker.steps.step17.reading import computed_as, held_elsewhere, readings, rows_of, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
@@ -62,9 +61,11 @@ def _cache_problem(name: str, got: np.ndarray, want: np.ndarray, before: np.ndar
     off = differs(got, want)  # [B, H, N, D]
     heads = np.argwhere(off.any(axis=(2, 3)))  # [(b, h)] of the heads that differ
     B, H = got.shape[:2]
-    which = "" if len(heads) == B * H else " on head " + ", ".join(
-        f"{h}" if B == 1 else f"(b {b}, h {h})" for b, h in heads[:8].tolist()) + (", ..." if len(heads) > 8 else "") \
-        + f" only (of {B * H}{' (b, h)' if B > 1 else ''})"
+    which = ""
+    if len(heads) < B * H:  # some heads only: which, as (b, h) where there are sequences to tell apart
+        named = [f"{h}" if B == 1 else f"(b {b}, h {h})" for b, h in heads[:8].tolist()]
+        which = (f" on head {', '.join(named)}{', ...' if len(heads) > 8 else ''} only "
+                 f"(of {B * H}{' (b, h)' if B > 1 else ''})")
     new_off = off[:, :, P:P + T]
     never = (": still the NaN the check put at the new positions, never written there (a task that never ran, or "
              "stopped before its store)"
@@ -108,16 +109,16 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                  "it before the splits start, or in the split that reads it, before it reads")
         rows = rows_of(results, wants)
         # an output that holds another query's: two tasks store to one place, whatever else the cases share
-        moved = relocated(rows, rows.off, COORDS) is not None
-        prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced) and not moved
-        split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced) and not moved
+        moved = held_elsewhere(rows)
+        prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced) and moved is None
+        split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced) and moved is None
         lines = ([f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else
                  [f"only at decode where one head's keys are split between tasks: {split}", f"or {both}"]
                  if split_only else [both, f"or {early}"])
         if not any(caches.values()):  # what the first run computed, or which of its outputs are off
             if (variant := computed_as(inputs, results, wants)) is not None:
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
-            elif off := where_off(rows):
+            elif off := where_off(rows, moved):
                 lines = [f"in the first run, {off[0]}", *off[1:], *lines]
         if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "

@@ -5,6 +5,7 @@ a FlashAttention kernel.
     readings(inputs, results, wants)   the lines for a failing kernel whose caches are right, and the
                                        catalogued mistake they name
     computed_as(inputs, results, wants)  the variant the first run computes on every case (also in a race)
+    held_elsewhere(rows)               the off queries that hold another query's right output, and whose
     where_off(rows_of(results, wants))  which queries are off: those holding another query's right output,
                                        and what the others share (also in a race)
     nonfinite(rows)                    where NaN or inf appear, told as the arithmetic that makes them
@@ -337,22 +338,23 @@ def computed_as(inputs: dict, results: dict, wants: dict) -> Variant | None:
     return first_variant(names, {name: results[name][0] for name in names}, variants(inputs, wants), KERNEL, AXES)
 
 
-COORDS = (("b", "sequence"), ("h", "head"), ("t", "query"))
+def held_elsewhere(rows: Rows) -> tuple[str, np.ndarray] | None:
+    """The off queries that hold another query's right output, which query's, in a line (relocated's), and which."""
+    return relocated(rows, rows.off, (("b", "sequence"), ("h", "head"), ("t", "query")), ("query", "queries"),
+                     "where a query's output is stored, at ((b * H + h) * T + t) * D, or which query's q and keys it "
+                     "is computed from")
 
 
-def where_off(rows: Rows) -> list[str]:
-    """Which queries are off (rows_of's): those that hold another query's right output, which query's; then what
-    the others share, read by OFF (a query that sees one key is right whatever the softmax does, so it is left
-    out). [] when nothing is read."""
+def where_off(rows: Rows, moved: tuple[str, np.ndarray] | None = None) -> list[str]:
+    """Which queries are off (rows_of's): those that hold another query's right output, which query's
+    (`moved`, held_elsewhere's, when the caller has it); then what the others share, read by OFF (a query that sees
+    one key is right whatever the softmax does, so it is left out). [] when nothing is read."""
     off = rows.off
     care = rows.features["keys"] > 1
     lines = []
-    if (moved := relocated(rows, off, COORDS)) is not None:
+    if (moved := moved or held_elsewhere(rows)) is not None:
         said, held = moved
-        every = held.sum() == off.sum()
-        lines.append(f"{'every off query holds' if every else f'{held.sum()} of the {off.sum()} off queries hold'} "
-                     f"another query's right output: {said}: where a query's output is stored, at ((b * H + h) "
-                     "* T + t) * D, or which query's q and keys it is computed from")
+        lines.append(said)
         off, care = off & ~held, care & ~held
         if off.any():
             varies, zero = rows.features["varies"][off] == 1, (rows.got[off] == 0).all(axis=1)

@@ -281,12 +281,9 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
     if len(c) and np.isfinite(c).all():
         lines.append(f"each off row's output is its right output times a number ({c.min():.3g} .. {c.max():.3g}): "
                      "its weights do not sum to 1 (the sum l, its rescaling, or the division at the end)")
-    if (moved := relocated(rows, rows.off, COORDS)) is not None:
-        said, held = moved
-        every = held.sum() == rows.off.sum()
-        lines.append(f"{'every off row holds' if every else f'{held.sum()} of the {rows.off.sum()} off rows hold'} "
-                     f"another row's right output: {said}: where a row's output is stored, (r x H + h) x D, or "
-                     "which row's q and keys it is computed from")
+    place = "where a row's output is stored, (r x H + h) x D, or which row's q and keys it is computed from"
+    if (moved := relocated(rows, rows.off, COORDS, ("row", "rows"), place)) is not None:
+        lines.append(moved[0])
     if (said := read(rows, rows.off, OFF, care=rows.features["position"] > 0)) is not None:  # one key: any weights
         lines.append(said)
     computed = [(each, np.concatenate([each.compute(name).reshape(-1, got[name].shape[-1]) for name in names]))
