@@ -91,6 +91,18 @@ def test_a_crash_is_a_verdict(checkpoints, step_folder):
     assert kernel.status == FAIL and "crashed the process that ran it (SIG" in kernel.summary, report.render()
 
 
+def test_a_crash_on_some_shapes_is_read_by_what_they_share(checkpoints, step_folder):
+    """A kernel right on every shape but a write far outside y where M is odd: the other shapes still run (and
+    are right), and the crashing ones are told by their M."""
+    crash = "        if M % 2 == 1:\n            yp[unsafe_offset=1 << 40] = 0\n"
+    mojo = mutate(kernel_source(), "        # Each task's band of rows", crash + "        # Each task's band of rows")
+    report = step15.check(write_kernel_step(step_folder, mojo), checkpoints["synthetic"])
+    kernel, text = report.part("kernel"), report.render()
+    assert kernel.status == FAIL and "(SIGSEGV) on 5 of the 9 shapes; right on the 4 it ran" in kernel.summary, text
+    assert any(line.startswith("it crashed exactly on the cases whose M is odd (M = 7, 11, 29, 53, 50257)")
+               for line in kernel.details), text
+
+
 def test_a_kernel_that_never_returns_is_stopped(checkpoints, step_folder, monkeypatch):
     monkeypatch.setattr(step15_judge, "run_probe",
                         lambda path, cases, timeout, function: _probe(path, cases, 60, function))

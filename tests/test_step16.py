@@ -138,14 +138,12 @@ def test_each_kernel_mistake_is_named_from_its_outputs(checkpoint):
     for mistake, computes in step16_mistakes.KERNEL_MISTAKES:
         for compute in computes:
             results = {name: compute(*args)[None].astype(np.float32) for name, args in arrays.items()}
-            run = _Run()
-            step16_kernel.kernel_verdict(run, cases, results, arrays)
-            assert run.parts[0].status == FAIL and run.parts[0].mistake.id == mistake.id, (mistake.id, run.parts[0])
+            part = step16_kernel.kernel_verdict(cases, results, arrays)
+            assert part.status == FAIL and part.mistake.id == mistake.id, (mistake.id, part)
     right = {name: step15_reference.expected(x, ref.dequantize(q, s), b)[None].astype(np.float32)
              for name, (x, q, s, b) in arrays.items()}
-    run = _Run()
-    step16_kernel.kernel_verdict(run, cases, right, arrays)
-    assert run.parts[0].status == PASS, run.parts[0]
+    part = step16_kernel.kernel_verdict(cases, right, arrays)
+    assert part.status == PASS, part
 
 
 def test_int8_bytes_per_token_counts_a_byte_a_weight_and_a_scale_per_block():
@@ -179,10 +177,9 @@ def test_a_read_outside_an_input_shows_as_nan_and_is_said():
     x, q, s, b = kernel_args("matvec_q8", *case_arrays(1, 64, 3, True, SEED))
     y = step15_reference.expected(x, ref.dequantize(q, s), b)
     y[0, -1] = np.nan  # the last row read its scale past the end
-    run = _Run()
-    step16_kernel.kernel_verdict(run, cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
-    said = " ".join(run.parts[0].details)
-    assert run.parts[0].status == FAIL and "reads outside a tensor" in said and "K is a multiple of 32" in said
+    part = step16_kernel.kernel_verdict(cases, {cases[0][0]: y[None].astype(np.float32)}, {cases[0][0]: (x, q, s, b)})
+    said = " ".join(part.details)
+    assert part.status == FAIL and "reads outside a tensor" in said and "K is a multiple of 32" in said
 
 
 def test_a_timing_says_when_other_programs_shared_the_cpu():

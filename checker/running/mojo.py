@@ -10,6 +10,10 @@ crash or a hang becomes a verdict instead of ending the check:
     returns   {name: [R, ...]}: each case run R times (a race shows as runs that differ), and the inputs the
               kernel writes after each run
 
+A crash ends the child, not the check: the cases after the one that crashed run again in a new child, so
+that `Crashed` (a LearnerError) carries which cases crash and what the kernel computed on the others,
+for the step's judge to read both (a crash only where T is no multiple of 16 is a bound that overruns).
+
 `run_probe` is steps 15 and 16's: matvec or matvec_q8 on (name, N, K, M, bias) cases, x [N, K], w [M, K]
 and b [M] (or None) drawn from SEED; matvec_q8 gets w as quantize(w): q [M, K] int8, scales [M, KB].
 
@@ -25,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +90,19 @@ def run_probe(path: Path, cases: list[tuple[str, int, int, int, bool]], *, timeo
     """Steps 15 and 16: the learner's matvec or matvec_q8 on each case (x, w, b drawn from SEED), REPEATS times,
     in a child process: {name: [R, N, M]}. Raises LearnerError for what stopped it (run_kernel)."""
     arrays = {name: kernel_args(function, *case_arrays(n, k, m, bias, SEED)) for name, n, k, m, bias in cases}
-    about = {name: f"{name} (x [{n}, {k}], w [{m}, {k}])" for name, n, k, m, bias in cases}
-    return run_kernel(path, function, arrays, timeout=timeout, indices=INDICES[function], about=about)
+    return run_kernel(path, function, arrays, timeout=timeout, indices=INDICES[function])
+
+
+class Crashed(LearnerError):
+    """The kernel crashed the process that ran it on the cases `crashed` (names, in the order run; `signal`:
+    SIGSEGV, ...) of `total`; `results` holds what it computed on every other case, as run_kernel returns it;
+    `indices` the indices to check, in words."""
+
+    def __init__(self, message: str, crashed: list[str], signal_name: str, results: dict[str, np.ndarray],
+                 total: int, indices: str):
+        super().__init__(message)
+        self.crashed, self.signal, self.results = crashed, signal_name, results
+        self.total, self.indices = total, indices
 
 
 def run_kernel(path: Path, function: str, arrays: dict[str, list[np.ndarray]], *, timeout: float,
@@ -97,42 +113,78 @@ def run_kernel(path: Path, function: str, arrays: dict[str, list[np.ndarray]], *
     each run, and {"name#i": [R, ...]} input i after each run for each i in `writes` (a kernel that writes
     into an input: step 17's caches). `compiled`: the function is step 18's paged attention, called inside a
     graph built around the case's pool (checker.running.paged_graph). Raises LearnerError for what stopped
-    it: a compile error, an exception, a crash (`indices` says which indices to check), the time limit."""
+    it: a compile error, an exception, the time limit (over every child); Crashed when it crashed on some
+    cases, after running the others (`indices` says which indices to check)."""
+    about = about or {}
+    results, crashed, signal_name, started = {}, [], "", time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        spec, inputs, out = Path(tmp) / "spec.json", Path(tmp) / "inputs.npz", Path(tmp) / "out.npz"
+        inputs = Path(tmp) / "inputs.npz"
         np.savez(inputs, **{f"{name}#{i}": a for name, args in arrays.items() for i, a in enumerate(args)})
-        spec.write_text(json.dumps({"path": str(path), "function": function, "cases": list(arrays),
-                                    "inputs": str(inputs), "writes": list(writes), "repeats": REPEATS,
-                                    "about": about or {}, "compiled": compiled}))
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        try:
-            done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
-                                  capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
-        except subprocess.TimeoutExpired:
-            limit_hit()
-            raise LearnerError(f"your kernel did not finish the {len(arrays)} cases in {timeout:.0f} s (its build "
-                               "included): a loop whose index never reaches its end?") from None
-        error = Path(tmp) / "error.json"
-        if error.exists():
-            raise LearnerError(**json.loads(error.read_text()))
-        if done.returncode < 0:
-            running = Path(tmp) / "running.txt"  # the case the child had started
-            case = f" on {running.read_text()}" if running.exists() else ""
-            raise LearnerError(f"your kernel crashed the process that ran it ({_signal_name(done.returncode)}){case}: "
-                               f"a read or write outside a tensor. Check each index against the tensor's size: "
-                               f"{indices}")
-        if done.returncode != 0 or not out.exists():
-            tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
-            raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
-        with np.load(out) as data:
-            return {name: data[name] for name in data.files}
+        todo = list(arrays)
+        while todo:
+            left = timeout - (time.monotonic() - started)
+            ran, code = _run_child(Path(tmp) / f"child{len(crashed)}", path, function, todo, inputs, writes, about,
+                                   compiled, left, len(arrays))
+            results.update(ran)
+            if code is None:
+                break
+            case = todo[len([name for name in todo if name in ran])]  # the first case without its outputs
+            crashed.append(case)
+            signal_name = _signal_name(code)
+            todo = [name for name in todo[todo.index(case) + 1:] if name not in ran]
+    if not crashed:
+        return results
+    listed = "; ".join(about.get(name, name) for name in crashed)
+    where = (f"on every one of the {len(arrays)} cases" if len(crashed) == len(arrays) else
+             f"on {len(crashed)} of the {len(arrays)} cases: {listed}; it ran the other {len(arrays) - len(crashed)} "
+             "to the end")
+    if len(crashed) == len(arrays) == 1:
+        where = f"on {listed}"
+    raise Crashed(f"your kernel crashed the process that ran it ({signal_name}) {where}: a read or write outside a "
+                  f"tensor. Check each index against the tensor's size: {indices}", crashed, signal_name, results,
+                  len(arrays), indices)
 
 
-def _child(spec_file: str, out_file: str) -> int:
-    """In the child: runs each case, saves its outputs (and the inputs it writes); an error goes to error.json."""
+def _run_child(tmp: Path, path: Path, function: str, cases: list[str], inputs: Path, writes: tuple[int, ...],
+               about: dict[str, str], compiled: bool, timeout: float, total: int) -> tuple[dict, int | None]:
+    """One child on `cases`, in order: what it computed on the cases it finished, and the signal's (negative)
+    return code if it crashed (None if it ran them all). Raises LearnerError for anything else that stopped it."""
+    tmp.mkdir()
+    spec, out = tmp / "spec.json", tmp / "out"
+    spec.write_text(json.dumps({"path": str(path), "function": function, "cases": cases, "inputs": str(inputs),
+                                "writes": list(writes), "repeats": REPEATS, "about": about, "compiled": compiled}))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        done = subprocess.run([sys.executable, "-m", "checker.running.mojo", str(spec), str(out)],
+                              capture_output=True, text=True, timeout=max(timeout, 1.0), env=env, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        limit_hit()
+        raise LearnerError(f"your kernel did not finish the {total} cases in {timeout:.0f} s (its build "
+                           "included): a loop whose index never reaches its end?") from None
+    error = tmp / "error.json"
+    if error.exists():
+        raise LearnerError(**json.loads(error.read_text()))
+    ran = {}
+    for name in cases:  # each case's outputs, saved as soon as it finished
+        if (saved := out / f"{cases.index(name)}.npz").exists():
+            with np.load(saved) as data:
+                ran.update({key: data[key] for key in data.files})
+    if done.returncode < 0:
+        return ran, done.returncode
+    if done.returncode != 0 or len(ran) < len(cases):
+        tail = [line for line in (done.stderr or "").splitlines() if line.strip() and "Crashpad" not in line]
+        raise LearnerError(f"running your kernel failed: {tail[-1] if tail else f'exit code {done.returncode}'}")
+    return ran, None
+
+
+def _child(spec_file: str, out_dir: str) -> int:
+    """In the child: runs each case, saves its outputs (and the inputs it writes) as it finishes it (out_dir/i.npz,
+    i its place in the spec's cases); an error goes to error.json beside."""
     runtime.setup()
     spec = json.loads(Path(spec_file).read_text())
-    error = Path(out_file).with_name("error.json")
+    out = Path(out_dir)
+    out.mkdir(exist_ok=True)
+    error = out.with_name("error.json")
 
     def record(e: LearnerError) -> int:
         todo = e.todo or NOT_WRITTEN in str(e)  # the skeleton's kernel raises Error("step 15: not implemented yet ...")
@@ -149,12 +201,10 @@ def _child(spec_file: str, out_file: str) -> int:
             raise LearnerError(f"{Path(spec['path']).name} defines no {function}")
         if spec["compiled"]:
             kernel = paged(kernel)
-        results = {}
         with np.load(spec["inputs"]) as stored:
             cases = {name: [stored[f"{name}#{i}"] for i in range(sum(k.startswith(f"{name}#") for k in stored.files))]
                      for name in spec["cases"]}
-        for name, arrays in cases.items():
-            Path(out_file).with_name("running.txt").write_text(spec["about"].get(name, name))
+        for index, (name, arrays) in enumerate(cases.items()):
             runs, written = [], {i: [] for i in spec["writes"]}
             for _ in range(spec["repeats"]):
                 inputs = [guarded(a.copy()) for a in arrays]
@@ -165,13 +215,12 @@ def _child(spec_file: str, out_file: str) -> int:
                 runs.append(np.from_dlpack(y).copy())
                 for i in written:
                     written[i].append(inputs[i].copy())
-            results[name] = np.stack(runs)
-            results.update({f"{name}#{i}": np.stack(w) for i, w in written.items()})
+            np.savez(out / f"{index}.npz", **{name: np.stack(runs)},
+                     **{f"{name}#{i}": np.stack(w) for i, w in written.items()})
     except LearnerError as e:
         return record(e)
     except Exception as e:  # noqa: BLE001 - inside MAX, before learner code
         return record(explain(e))
-    np.savez(out_file, **results)
     return 0
 
 

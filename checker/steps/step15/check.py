@@ -64,6 +64,6 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 def _kernel_part(run: StepRun, path: Path, config) -> Part:
     cases = kernel_cases(config)
     arrays = {name: case_arrays(n, k, m, bias, SEED) for name, n, k, m, bias in cases}  # drawn once, as the child drew
-    return kernel_part(run, path, cases, lambda results: judge_kernel(run, cases, results, arrays, named_mistake))
+    return kernel_part(run, path, cases, lambda ran, results: judge_kernel(ran, results, arrays, named_mistake))
 
 

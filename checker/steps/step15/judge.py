@@ -11,14 +11,18 @@ from pathlib import Path
 
 import numpy as np
 
+from checker.diagnosis.crashes import crash_part, crashed_on
 from checker.harness.runner import StepRun
 from checker.reporting.compare import Mistake, compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
-from checker.running.mojo import REPEATS, run_probe
+from checker.running.mojo import REPEATS, Crashed, run_probe
 from checker.steps.step15.mistakes import BIAS_MISSING, BIAS_TWICE, MISTAKES, RACE
 from checker.steps.step15.reading import readings
 from checker.steps.step15.reference import KERNEL, WIDTHS, expected, shape_name
 from runtime.learner import LearnerError
+
+SHAPE_WORDS = {"N": "N, the rows of x (and of y)", "K": "K, the columns of x and w",
+               "M": "M, the rows of w (the outputs of a row of y)"}
 
 
 def named_mistake(results: dict, arrays: dict) -> Mistake | None:
@@ -192,34 +196,42 @@ def _one_in_each_run(failing: set, shapes: dict, bad: dict) -> str | None:
 
 
 def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matvec",
-                source: str = "matvec.mojo") -> Part:
-    """The learner's `function` (their Mojo kernel, `source`) on `cases` in a child process; `judge(results)`
-    makes the part of what it computed."""
+                source: str = "matvec.mojo", words: dict[str, str] = SHAPE_WORDS) -> Part:
+    """The learner's `function` (their Mojo kernel, `source`) on `cases` in a child process; `judge(cases,
+    results)` makes the part of what it computed. A crash on some cases: which, what they share (`words`
+    says what N, K and M are), and the judge's part of the others."""
     print(f"(building your Mojo kernel and running it in a separate process: about a minute after a change to "
           f"{source} on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
         results = run_probe(path, cases, timeout=max(run.timeout, 300), function=function)
+    except Crashed as e:
+        ran = [case for case in cases if case[0] in e.results]
+        shares = crashed_on(e.crashed, {name: dict(N=n, K=k, M=m) for name, n, k, m, _ in cases}, words)
+        return run.add(crash_part("kernel", e, [shares] if shares else [], judge(ran, e.results) if ran else None,
+                                  "shapes"))
     except LearnerError as e:
         return run.add(Part.from_error("kernel", e))
-    return judge(results)
+    return run.add(judge(cases, results))
 
 
 BIAS_COUNTS = {0: BIAS_MISSING, 2: BIAS_TWICE}
 OUTSIDE = "an index one row or one vector too far, as a loop that runs once more than it should"
 
 
-def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tail: Tail = VECTOR_TAIL,
-                 outside: str = OUTSIDE, known: dict[int, Mistake] | None = None, packed: dict | None = None) -> Part:
-    """The kernel part of `results` {name: [R, N, M]}: each case's outputs against expected(x, w, b) from
-    `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by); `named(results, arrays)` names a
-    mistake the outputs equal, or None; else they are read (checker.steps.step15.reading: `known` the bias
-    counts the catalogue names, `packed` step 16's int8 cases). `tail` and `outside` word a failing tail of
-    K and a read outside a tensor for this kernel."""
+def judge_kernel(cases, results: dict, arrays: dict, named, *, tail: Tail = VECTOR_TAIL, outside: str = OUTSIDE,
+                 known: dict[int, Mistake] | None = None, packed: dict | None = None) -> Part:
+    """The kernel part of `results` {name: [R, N, M]} on `cases` (those it ran): each case's outputs against
+    expected(x, w, b) from `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by);
+    `named(results, arrays)` names a mistake the outputs equal, or None; else they are read
+    (checker.steps.step15.reading: `known` the bias counts the catalogue names, `packed` step 16's int8 cases).
+    `tail` and `outside` word a failing tail of K and a read outside a tensor for this kernel."""
+    arrays = {name: arrays[name] for name, *_ in cases}
+    packed = None if packed is None else {name: packed[name] for name, *_ in cases}
     raced = [name for name, *_ in cases  # NaN, as NaN, is no difference between runs
              if not all(np.array_equal(r, results[name][0], equal_nan=True) for r in results[name][1:])]
-    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*args), axes=("row", "output"),
+    verdicts = {name: compare(results[name][0].astype(np.float64), expected(*arrays[name]), axes=("row", "output"),
                               mistakes=[], tol=KERNEL)
-                for name, args in arrays.items()}
+                for name, *_ in cases}
     failing = [name for name, v in verdicts.items() if not v.ok]
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
@@ -241,10 +253,10 @@ def judge_kernel(run: StepRun, cases, results: dict, arrays: dict, named, *, tai
     if len(shown) > 4:
         details.append(f"and {len(shown) - 4} more: {'; '.join(shown[4:])}")
     if raced:
-        return run.add(Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
-                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details, RACE))
+        return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
+                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details, RACE)
     if not failing:
-        return run.add(Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
-                            f"{margin:.2f} of allowed", margin=margin))
-    return run.add(Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on "
-                        f"{len(cases) - len(failing)}", details, mistake, margin))
+        return Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
+                    f"{margin:.2f} of allowed", margin=margin)
+    return Part("kernel", FAIL, f"off on {len(failing)} of {len(cases)} shapes, right on {len(cases) - len(failing)}",
+                details, mistake, margin)

@@ -18,19 +18,19 @@ from runtime import quantize as ref
 from runtime.quantize import BLOCK
 
 
-def kernel_verdict(run: StepRun, cases, results: dict, packed: dict) -> Part:
-    """The kernel part of `results`, each case's {name: (x, q, scales, b)} in `packed`: against
+def kernel_verdict(cases, results: dict, packed: dict) -> Part:
+    """The kernel part of `results` on `cases`, each case's {name: (x, q, scales, b)} in `packed`: against
     x @ dequantize(q, scales).T + b, a mistake named when its outputs equal the learner's on every case."""
-    def named(results, _arrays):
+    def named(results, arrays):
         for mistake, computes in KERNEL_MISTAKES:
-            if any(all(compare(results[name][0].astype(np.float64), compute(*args), axes=("row", "output"),
-                               mistakes=[], tol=KERNEL).ok for name, args in packed.items())
+            if any(all(compare(results[name][0].astype(np.float64), compute(*packed[name]), axes=("row", "output"),
+                               mistakes=[], tol=KERNEL).ok for name in arrays)
                    for compute in computes):
                 return mistake
         return None
 
     arrays = {name: (x, ref.dequantize(q, s), b) for name, (x, q, s, b) in packed.items()}
-    return judge_kernel(run, cases, results, arrays, named, tail=TAIL, outside=OUTSIDE,
+    return judge_kernel(cases, results, arrays, named, tail=TAIL, outside=OUTSIDE,
                         known={0: BIAS_MISSING, 2: BIAS_TWICE}, packed=packed)
 
 
@@ -49,5 +49,5 @@ def int8_kernel_part(run: StepRun, path: Path, config) -> Part:
     for name, n, k, m, bias in cases:
         x, q, s, *b = kernel_args("matvec_q8", *case_arrays(n, k, m, bias, SEED))  # as the child makes them
         packed[name] = (x, q, s, b[0] if b else None)
-    return kernel_part(run, path, cases, lambda results: kernel_verdict(run, cases, results, packed),
-                              function="matvec_q8", source="matvec_q8.mojo")
+    return kernel_part(run, path, cases, lambda ran, results: kernel_verdict(ran, results, packed),
+                       function="matvec_q8", source="matvec_q8.mojo")

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from checker.diagnosis.crashes import crash_part, crashed_on
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
-from checker.running.mojo import REPEATS, run_kernel
+from checker.running.mojo import REPEATS, Crashed, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, CUT, LAST_TILE, READ, TILES, cuts, output
 from checker.steps.step17.reading import computed_as, held_elsewhere, readings, rows_of, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
@@ -24,6 +25,10 @@ SEED = 17
 AXES = ("sequence", "head", "query", "")
 INDICES = ("q, k, v [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] below B * H * N * D, a head's "
            "key j at ((b * H + h) * N + j) * D, and P + T at most N")
+
+
+WORDS = {"T": "T, the new rows (queries) of the call", "P": "P, the positions cached before the call",
+         "H": "H, the heads", "B": "B, the sequences", "N": "N, the positions the caches hold"}
 
 
 FLOAT16_CACHES = ("your empty_flash_cache makes float16 caches, and MAX could not build the op for them: declare the "
@@ -84,6 +89,12 @@ def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)
     try:
         results = run_kernel(path, "flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3, 4),
                              indices=INDICES, about=about)
+    except Crashed as e:
+        features = {name: dict(T=T, P=P, H=H, B=B, N=N) for name, B, H, T, P, _, N, _ in kernel_cases()}
+        shares = crashed_on(e.crashed, features, WORDS)
+        ran = [case for case in kernel_cases() if case[0] in e.results]
+        return run.add(crash_part("kernel", e, [shares] if shares else [],
+                                  judge(inputs, e.results, ran) if ran else None))
     except LearnerError as e:
         part = Part.from_error("kernel", e)
         if dtype == np.float16 and "Failed to compile" in str(e):
@@ -92,9 +103,10 @@ def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)
     return run.add(judge(inputs, results))
 
 
-def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
-    """The kernel part of `results` ({name: [R, B, H, T, D]}, {name#3, name#4: the caches after each run})."""
-    cases = kernel_cases()
+def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], cases: list | None = None) -> Part:
+    """The kernel part of `results` ({name: [R, B, H, T, D]}, {name#3, name#4: the caches after each run}) on
+    `cases` (every kernel case, or those a crashing kernel ran)."""
+    cases = kernel_cases() if cases is None else cases
     raced = [name for name, *_ in cases
              if any(not np.array_equal(r, results[key][0], equal_nan=True)
                     for key in (name, f"{name}#3", f"{name}#4") for r in results[key][1:])]
@@ -115,7 +127,8 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         lines = ([f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else
                  [f"only at decode where one head's keys are split between tasks: {split}", f"or {both}"]
                  if split_only else [both, f"or {early}"])
-        if not any(caches.values()):  # what the first run computed, or which of its outputs are off
+        # what the first run computed, or which of its outputs are off (not on the few cases a crash leaves)
+        if not any(caches.values()) and len(cases) == len(kernel_cases()):
             if (variant := computed_as(inputs, results, wants)) is not None:
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
             elif off := where_off(rows, moved):
@@ -132,7 +145,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
         worst = max(v.margin or 0.0 for v in verdicts.values())
         return Part("kernel", PASS, f"{len(cases)} cases, {REPEATS} runs each, the same every run, the caches "
                     f"written at P .. P+T-1 and nowhere else; worst {worst:.2f} of allowed ({KERNEL})", margin=worst)
-    named, cut = _named(inputs, results)
+    named, cut = _named(inputs, results, [name for name, *_ in cases])
     first = failing[0]
     verdict = verdicts[first]
     details = [*caches[first], f"right on: {'; '.join(n for n, *_ in cases if n not in failing) or 'none'}",
@@ -167,11 +180,10 @@ def _matches(got: np.ndarray, kc: np.ndarray, vc: np.ndarray, out, caches_only: 
                                tol=KERNEL).ok)
 
 
-def _named(inputs: dict, results: dict) -> tuple[object | None, str | None]:
-    """The catalogued mistake whose output and caches equal the learner's on every case, cut the same way
-    on each (one tile size, one split count), or None; and, when the tile is what makes its output, the tile
-    sizes that do, in words. Those the readings name (a bound, a scale) are left to them."""
-    names = [name for name, *_ in kernel_cases()]
+def _named(inputs: dict, results: dict, names: list[str]) -> tuple[object | None, str | None]:
+    """The catalogued mistake whose output and caches equal the learner's on every case of `names`, cut the
+    same way on each (one tile size, one split count), or None; and, when the tile is what makes its output,
+    the tile sizes that do, in words. Those the readings name (a bound, a scale) are left to them."""
     for mistake in CATALOGUE:
         if mistake in READ:
             continue

@@ -45,6 +45,11 @@ def _features(case) -> dict[str, np.ndarray]:
             "large": int(abs(m) > 1), "negative": int(m < 0)}
 
 
+def judged(wants: dict) -> list[tuple]:
+    """The kernel cases `wants` holds (every one, or those a crashing kernel ran), in kernel_cases' order."""
+    return [case for case in kernel_cases() if case[0] in wants]
+
+
 def rows_of(results: dict, wants: dict) -> Rows:
     """Every case's queries as rows [B * H * T, D]: the learner's output (its first run) against the right one;
     feature "varies": the row is not the same in every run."""
@@ -53,7 +58,7 @@ def rows_of(results: dict, wants: dict) -> Rows:
         return (~((runs == runs[:1]) | (np.isnan(runs) & np.isnan(runs[:1])))).any(axis=(0, 2)).astype(int)
 
     return Rows.of(((case[0], results[case[0]][0].reshape(-1, case[5]), wants[case[0]][0].reshape(-1, case[5]),
-                     {**_features(case), "varies": varies(results[case[0]], case[5])}) for case in kernel_cases()),
+                     {**_features(case), "varies": varies(results[case[0]], case[5])}) for case in judged(wants)),
                    KERNEL)
 
 
@@ -187,7 +192,7 @@ def variants(inputs: dict, wants: dict) -> list[Variant]:
     """The reference computed with its inputs exchanged or its bound moved, each on the caches the kernel
     leaves (right, when this is asked): each as what it reads, (queries, keys, values, lo, hi), from a case
     and its q, k and caches."""
-    cases = {case[0]: case for case in kernel_cases()}
+    cases = {case[0]: case for case in judged(wants)}
 
     def v(says, reads, mistake=None):
         def compute(name):
@@ -310,7 +315,7 @@ DIMENSIONS = [Dimension("H", "the heads, dimension 1 of q", "H"), Dimension("T",
 def _scale_per_case(inputs: dict, results: dict, wants: dict) -> str | None:
     """When each case's output is attention with a scale of its own, and the scales follow one of the case's
     dimensions: which, in words."""
-    cases = kernel_cases()
+    cases = judged(wants)
     fitted, told = [], []  # each case's scale, and the cases it can be told on
     for case in cases:
         if (c := _scale_fit(inputs, results, wants, [case[0]])) is None:
@@ -334,7 +339,7 @@ def _scale_per_case(inputs: dict, results: dict, wants: dict) -> str | None:
 
 def computed_as(inputs: dict, results: dict, wants: dict) -> Variant | None:
     """The first variant whose output is the learner's (its first run) on every case, or None."""
-    names = [case[0] for case in kernel_cases()]
+    names = [case[0] for case in judged(wants)]
     return first_variant(names, {name: results[name][0] for name in names}, variants(inputs, wants), KERNEL, AXES)
 
 
@@ -380,7 +385,7 @@ def readings(inputs: dict, results: dict, wants: dict) -> tuple[list[str], objec
     alone; otherwise what the off queries share, and where NaN or inf appear."""
     if (variant := computed_as(inputs, results, wants)) is not None:
         return [f"your output is attention computed as if {variant.says}, on every case"], variant.mistake
-    names = [case[0] for case in kernel_cases()]
+    names = [case[0] for case in judged(wants)]
     if (c := _scale_fit(inputs, results, wants, names)) is not None:
         return [scaled(c, kernel_cases()[0][5])], UNSCALED if abs(c - 1) < 1e-3 else None
     if (per_case := _scale_per_case(inputs, results, wants)) is not None:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from checker.diagnosis.crashes import crash_part, crashed_on
 from checker.diagnosis.reading import Above, Rows, Rule, read
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs, ranges
 from checker.reporting.report import FAIL, PASS, Part
-from checker.running.mojo import REPEATS, run_kernel
+from checker.running.mojo import REPEATS, Crashed, run_kernel
 from checker.steps.step18.mistakes import CATALOGUE
 from checker.steps.step18.reading import AXES, pool_problems, readings
 from checker.steps.step18.reference import (
@@ -43,6 +44,9 @@ SEED = 18
 INDICES = ("q, k, v [T, H, D] below T * H * D; the pool blocks [pages, 2, L, PAGE, H, D], position p of request b in "
            "page lookup_table[b, p / PAGE] (below pages), slot p % PAGE; lookup_table [B, max_pages]; "
            "input_row_offsets [B + 1]")
+WORDS = {"B": "B, the requests of the batch", "T": "T, the batch's new rows", "rows": "a request's new rows",
+         "cached": "a request's cached positions", "page": "PAGE, the positions a page holds", "H": "H, the heads"}
+PRODUCT_WORDS = {"M": "M, the rows of x", "K": "K, the columns of x and q", "N": "N, the rows of q (y's columns)"}
 PRODUCT_INDICES = "rows of q below N, columns below K, scales' index below N * KB (KB = ceil(K / 32)), y's below M * N"
 
 
@@ -59,14 +63,23 @@ def attention_part(run: StepRun, path: Path) -> Part:
     try:
         results = run_kernel(path, "paged_flash_attention", inputs, timeout=max(run.timeout, 300), writes=(3,),
                              indices=INDICES, about=about, compiled=True)
+    except Crashed as e:
+        features = {case.name: dict(B=len(case.new), T=sum(case.new), rows=max(case.new), cached=max(case.cached),
+                                    page=case.page, H=case.heads) for case in kernel_cases()}
+        shares = crashed_on(e.crashed, features, WORDS)
+        ran = [case for case in kernel_cases() if case.name in e.results]
+        return run.add(crash_part("attention", e, [shares] if shares else [],
+                                  judge(inputs, e.results, ran) if ran else None, "batches"))
     except LearnerError as e:
         return run.add(Part.from_error("attention", e))
     return run.add(judge(inputs, results))
 
 
-def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> Part:
-    """The attention part of `results` ({name: [R, T, H, D]}, {name#3: the pool after each run})."""
-    names = [case.name for case in kernel_cases()]
+def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], cases: list | None = None) -> Part:
+    """The attention part of `results` ({name: [R, T, H, D]}, {name#3: the pool after each run}) on `cases` (every
+    kernel case, or those a crashing kernel ran)."""
+    cases = kernel_cases() if cases is None else cases
+    names = [case.name for case in cases]
     wants = {name: expected(*inputs[name]) for name in names}
     raced = [name for name in names if _varies(results[name]).any() or _varies(results[f"{name}#3"]).any()]
     if raced:
@@ -76,7 +89,7 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -
                 "their own, then attend; give each task its own outputs. Or no task writes those outputs at all (a "
                 "task, band or head left out: their memory holds whatever was there)")
         where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
-                 for case in kernel_cases() if case.name in raced][:3]
+                 for case in cases if case.name in raced][:3]
         if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, wants, steady=True)) is not None:
             # a mistake that explains every value the same in every run: its stores collide where it races
             return Part("attention", FAIL, summary, [f"where it races: {race}", *where], named)  # named once
@@ -129,7 +142,7 @@ def _named(inputs: dict, results: dict, wants: dict, steady: bool = False):
     """The catalogued mistake whose output and pool equal the learner's on every case, or None. With `steady`,
     only the values that are the same in every run are compared (a mistake whose stores collide races on the
     others), and they must show the mistake: somewhere they differ from the right kernel's."""
-    names = [case.name for case in kernel_cases()]
+    names = list(wants)
     for mistake in CATALOGUE:
         seen = [_seen(mistake, inputs[name], results[name], results[f"{name}#3"], wants[name], steady)
                 for name in names]
@@ -215,6 +228,13 @@ def products_part(run: StepRun, path: Path) -> str | None:
     try:
         results = run_kernel(path, "matmul_q8", inputs, timeout=max(run.timeout, 300), indices=PRODUCT_INDICES,
                              about=about)
+    except Crashed as e:
+        shares = crashed_on(e.crashed, {name: dict(M=M, K=K, N=N) for name, M, K, N in product_cases()},
+                            PRODUCT_WORDS)
+        ran = [case for case in product_cases() if case[0] in e.results]
+        run.add(crash_part("products", e, [shares] if shares else [],
+                           judge_products(inputs, e.results, ran)[0] if ran else None, "products"))
+        return None
     except LearnerError as e:
         if any(p.name == "attention" and p.summary == str(e) for p in run.report.parts):  # one package, one error
             run.add(Part("products", FAIL, "stopped by the same error as attention, above: both ops are built from "
@@ -227,9 +247,12 @@ def products_part(run: StepRun, path: Path) -> str | None:
     return rounding
 
 
-def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray]) -> tuple[Part, str | None]:
-    """The products' Part, and the one way every case rounds x and w (a key of ROUNDINGS; None: not at all)."""
-    names = [name for name, *_ in product_cases()]
+def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray],
+                   cases: list | None = None) -> tuple[Part, str | None]:
+    """The products' Part on `cases` (every product case, or those a crashing kernel ran), and the one way every
+    case rounds x and w (a key of ROUNDINGS; None: not at all)."""
+    cases = product_cases() if cases is None else cases
+    names = [name for name, *_ in cases]
     wants = {name: _product(*inputs[name]) for name in names}
     raced = [name for name in names if _varies(results[name]).any()]
     rows = _rows(results, wants)
@@ -240,15 +263,15 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
                     [f"{int(changing.sum())} outputs change from run to run"
                      + (f", {where.replace('off exactly on', 'exactly')}" if where else ""),
                      *(f"  {name}: {_which(_varies(results[name]))}"
-                       for name, M, K, N in product_cases() if name in raced),
+                       for name, M, K, N in cases if name in raced),
                      "an output no task writes keeps whatever the memory held (a row or column a loop leaves out), "
                      "or two tasks write (or add into) it at once: every y[m, n] written once, by one task"]), None
     verdicts = {name: _verdict(results[name], wants[name]) for name in names}
     failing = [name for name in names if not verdicts[name].ok]
-    cases = f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in product_cases())} rows, {REPEATS} runs each"
+    said = f"{len(names)} products, M = {', '.join(str(M) for _, M, *_ in cases)} rows, {REPEATS} runs each"
     if not failing:
         worst = max(v.margin or 0.0 for v in verdicts.values())
-        return Part("products", PASS, f"{cases}; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst), None
+        return Part("products", PASS, f"{said}; worst {worst:.2f} of allowed ({PRODUCT})", margin=worst), None
     rounded = {}
     order = sorted(failing, key=lambda n: inputs[n][0].size * len(inputs[n][1]))  # the smallest first
     for name in order:
@@ -259,7 +282,7 @@ def judge_products(inputs: dict[str, list[np.ndarray]], results: dict[str, np.nd
         ways = sorted(set(rounded.values()))
         if len(ways) == 1 and len(failing) == len(names):
             worst = max(_margin(results[name][0], ways[0], *inputs[name]) for name in names)
-            return Part("products", PASS, f"{cases}, each equal to the product with {ways[0]}: worst {worst:.2f} "
+            return Part("products", PASS, f"{said}, each equal to the product with {ways[0]}: worst {worst:.2f} "
                         f"of allowed ({PRODUCT})", [
                             "your kernel rounds what it multiplies: the model's wiring is checked on float32 "
                             "products in its place, and the server is held to transformers whose every product rounds "
@@ -325,7 +348,7 @@ def _rows(results: dict[str, np.ndarray], wants: dict[str, np.ndarray]) -> Rows:
     """Every product's outputs as rows of one value, with the features PRODUCT_RULES read."""
     return Rows.of([(name, results[name][0].reshape(-1, 1), wants[name].reshape(-1, 1),
                      {"m": np.repeat(np.arange(M), N), "n": np.tile(np.arange(N), M), "M": M, "N": N, "K": K})
-                    for name, M, K, N in product_cases()], PRODUCT)
+                    for name, M, K, N in product_cases() if name in wants], PRODUCT)
 
 
 def _margin(got: np.ndarray, rounding: str, x: np.ndarray, q: np.ndarray, scales: np.ndarray, b: np.ndarray) -> float:
