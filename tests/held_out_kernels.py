@@ -14,7 +14,7 @@ more for step 18 come last (see there), after two more for step 17 (a tile's par
 the sums, told as the catalogue's last tile without saying the tile was 16 keys; an output stored at head % H, read
 as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third round's, placed since by
 a reading each: right only below one whole vector or block, or on queries of one key; a decode case of 7 heads; the
-learner's other custom op named when the decode is off with MAX's products in place).
+learner's other custom op named when the decode is off with MAX's products in place); and three that crash, last.
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -786,4 +786,28 @@ HELD = [
          "wpe's rows gathered by token id instead of position: wrong on every row. A helpful message says each "
          "row took the wpe row of its token id.",
          ('token id',)),
+    # Three that crash (a band or tile whose end is not cut: a write past the output's end), told before by the
+    # index checklist alone; since, the cases left run in a new process and the crashing ones are read by shape.
+    Held('15', 'band-end-not-cut', 'matvec.mojo',
+         'var end = min((task + 1) * per_task, M)',
+         'var end = (task + 1) * per_task',
+         "kernel: the end of each task's band (past M on the last band)",
+         ("A crash where M is no multiple of the band: the last band runs past M and writes past y's end. The "
+          "shapes whose M fills whole bands run right; a helpful message names M and a loop past its end."),
+         ('past its end',)),
+    Held('17', 'query-band-not-cut', 'flash.mojo',
+         'for t in range(t0, min(t0 + QROWS, T)):',
+         'for t in range(t0, t0 + QROWS):',
+         "kernel: the end of a band of queries (past T on a band that is not whole)",
+         ("A band of queries runs past T: it writes the next head's first rows (a race with that head's task) "
+          "and, on the last head, past the output's end (a crash). A helpful message says a task writes past "
+          "where it should stop."),
+         ('past where it should stop', 'not cut at its end')),
+    Held('18', 'row-tile-not-cut', 'int8_products.mojo',
+         'for n in range(t0 * NT, min(t1 * NT, N)):',
+         'for n in range(t0 * NT, t1 * NT):',
+         "products: the few-rows path's last tile of q's rows (past N)",
+         ("A crash on the few-rows products whose N is no multiple of the tile (N = 13): their last tile runs "
+          "past N. A helpful message names N and a tile not cut at it."),
+         ('not cut at',)),
 ]

@@ -76,7 +76,8 @@ def crashed_on(crashed: list[str], features: dict[str, dict[str, int]], words: d
                         f"({of(ran)}): {said}: an index that grows with {f} past what its tensor holds")
             if below == down:
                 return (f"it crashed exactly on the cases whose {f} is {k} or less ({of(down)}) and ran every other "
-                        f"({of(ran)}): {said}: a loop or index that assumes more than {k} of them")
+                        f"({of(ran)}): {said}: a loop over it that takes more than there are (a whole tile, band or "
+                        f"group of {f}, not cut at {f})")
     return min(bounds)[1] if bounds else None
 
 
