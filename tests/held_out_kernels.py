@@ -14,7 +14,8 @@ more for step 18 come last (see there), after two more for step 17 (a tile's par
 the sums, told as the catalogue's last tile without saying the tile was 16 keys; an output stored at head % H, read
 as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third round's, placed since by
 a reading each: right only below one whole vector or block, or on queries of one key; a decode case of 7 heads; the
-learner's other custom op named when the decode is off with MAX's products in place); and three that crash, last.
+learner's other custom op named when the decode is off with MAX's products in place); then bands sized for more
+tasks than are started (a third round's, read since by the two counts), and three that crash, last.
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -786,6 +787,13 @@ HELD = [
          "wpe's rows gathered by token id instead of position: wrong on every row. A helpful message says each "
          "row took the wpe row of its token id.",
          ('token id',)),
+    Held('15', 'tasks-fewer-than-bands', 'matvec.mojo',
+         'sync_parallelize(band, TASKS)',
+         'sync_parallelize(band, TASKS // 4)',
+         "kernel: how many tasks are started (fewer than the bands are sized for)",
+         ("Bands are sized for TASKS tasks but only a quarter of them run: each shape's first quarter of rows of "
+          "w (in whole bands) is right, the rest never written. A helpful message names the two counts."),
+         ('bands sized for',)),
     # Three that crash (a band or tile whose end is not cut: a write past the output's end), told before by the
     # index checklist alone; since, the cases left run in a new process and the crashing ones are read by shape.
     Held('15', 'band-end-not-cut', 'matvec.mojo',

@@ -114,3 +114,23 @@ def test_q_read_unsigned_in_the_whole_blocks_is_told(checkpoint):
 
     lines = _int8_read(checkpoint.learner_config(), unsigned)
     assert any("q read as unsigned bytes" in line and "in the whole blocks" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("cores", [2, 3])
+def test_bands_sized_for_more_tasks_than_started_are_told_as_two_counts(checkpoint, monkeypatch, cores):
+    """Bands of ceil(M / 8) rows rounded up to 4, and only `cores` tasks started (the rest of y left 0): the
+    right outputs are the first `cores` bands on every shape, said with both counts; this machine's cores
+    named when they are the tasks started."""
+    monkeypatch.setattr(step15_judge.os, "cpu_count", lambda: 2)
+
+    def started(x, w, b, y):
+        m = y.shape[1]
+        band = -(-(-(-m // 8)) // 4) * 4
+        y = y.copy()
+        y[:, min(m, cores * band):] = 0.0
+        return y
+    said = " ".join(step15_judge.dimension(*_fake_results(checkpoint.learner_config(), started)))
+    assert said.startswith(f"bands of rows of w: on every failing shape only the first {cores} bands of ceil(M / 8) "
+                           "rows, rounded up to a multiple of 4, are right"), said
+    assert ("2, this machine's count of cores, run" in said) == (cores == 2), said
+    assert f"{cores * 8} of M = 53" in said and "bands sized for 8 tasks" in said, said

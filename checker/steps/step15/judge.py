@@ -5,6 +5,7 @@ the failing cases share (a tail of K, rows of x, M past a task's band). Steps 15
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,8 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         if len(columns) and len(columns) >= 0.99 * (m - columns[0]):  # written may hold its right value by chance)
             tails[name] = m - columns[0]
     if len(tails) == len(failing) and any(t < shapes[name][2] - 1 for name, t in tails.items()):
+        if (bands := _bands_run(failing, shapes, tails)) is not None:
+            return [bands]
         listed = "; ".join(f"the last {t} of M = {shapes[name][2]}" for name, t in sorted(tails.items()))
         return [f"the last outputs of M: on each failing shape only its last outputs are off ({listed}): the rows "
                 "of w after the last whole band a task takes"]
@@ -124,6 +127,34 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
         return [f"the tail of K: off only on shapes whose K is no multiple of {within[0]} (K = {ks}); right on K = "
                 f"{right}, every multiple of it among them: {tail.columns}"]
     return []
+
+
+def _bands_run(failing: set, shapes: dict, tails: dict) -> str | None:
+    """When every failing shape is right on its first c bands of rows of w and off on all after them, a band
+    ceil(M / t) rows rounded up to a multiple of g, the same c < t and g on each (and c such bands cover every
+    shape that is right): c, t and g in words. Bands sized for t tasks and c started: the band from one count,
+    the tasks from another. Of the fits, one whose c is this machine's count of cores first, then the least t."""
+    cores = os.cpu_count() or 1
+    fits = []
+    for t in range(2, 65):
+        for g in (1, 2, 4, 8, 16):
+            def band(m: int) -> int:
+                return -(-(-(-m // t)) // g) * g
+
+            right = {name: shapes[name][2] - tail for name, tail in tails.items()}
+            c = right[next(iter(right))] // max(band(shapes[next(iter(right))][2]), 1)
+            if 0 < c < t and all(right[name] == c * band(shapes[name][2]) for name in failing) and all(
+                    c * band(m) >= m for name, (_, _, m) in shapes.items() if name not in failing):
+                fits.append((c != cores, t, g, c))
+    if not fits:
+        return None
+    _, t, g, c = min(fits)
+    rounded = f", rounded up to a multiple of {g}," if g > 1 else ""
+    listed = "; ".join(f"{shapes[name][2] - tail} of M = {shapes[name][2]}" for name, tail in sorted(tails.items()))
+    ran = f"{c}, this machine's count of cores," if c == cores else f"{c}"
+    return (f"bands of rows of w: on every failing shape only the first {c} band{'s' if c > 1 else ''} of ceil(M / "
+            f"{t}) rows{rounded} are right ({listed}), every output after them off: bands sized for {t} tasks, and "
+            f"{ran} run: the size of a band comes from one count of tasks, the tasks started from another")
 
 
 def _periodic(failing: set, shapes: dict, bad: dict) -> str | None:
