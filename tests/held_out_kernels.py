@@ -15,7 +15,8 @@ the sums, told as the catalogue's last tile without saying the tile was 16 keys;
 as bounds on keys from the rows a race left); and six after those for steps 15-17 (a third round's, placed since by
 a reading each: right only below one whole vector or block, or on queries of one key; a decode case of 7 heads; the
 learner's other custom op named when the decode is off with MAX's products in place); then bands sized for more
-tasks than are started (a third round's, read since by the two counts), and three that crash, last.
+tasks than are started and y stored with K for M (a third round's, read since by the two counts and by where
+the right outputs landed), and three that crash, last.
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -794,6 +795,13 @@ HELD = [
          ("Bands are sized for TASKS tasks but only a quarter of them run: each shape's first quarter of rows of "
           "w (in whole bands) is right, the rest never written. A helpful message names the two counts."),
          ('bands sized for',)),
+    Held('15', 'y-row-stride-k', 'matvec.mojo',
+         'yp[unsafe_offset=n * M + m + r] = s + bp[unsafe_offset=m + r]',
+         'yp[unsafe_offset=n * K + m + r] = s + bp[unsafe_offset=m + r]',
+         "kernel: the row stride of y's index (K for M)",
+         ("y's row n stored at n * K: rows overlap (a race) or fall past y where K > M; one row of x is right. A "
+          "helpful message names the stride y is stored with, not a race alone."),
+         ('row stride',)),
     # Three that crash (a band or tile whose end is not cut: a write past the output's end), told before by the
     # index checklist alone; since, the cases left run in a new process and the crashing ones are read by shape.
     Held('15', 'band-end-not-cut', 'matvec.mojo',

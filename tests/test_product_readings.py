@@ -134,3 +134,24 @@ def test_bands_sized_for_more_tasks_than_started_are_told_as_two_counts(checkpoi
                            "rows, rounded up to a multiple of 4, are right"), said
     assert ("2, this machine's count of cores, run" in said) == (cores == 2), said
     assert f"{cores * 8} of M = 53" in said and "bands sized for 8 tasks" in said, said
+
+
+@pytest.mark.parametrize("stride, said", [(lambda n, k, m: k, "n * K + m"), (lambda n, k, m: m + 1, "n * (M + 1) + m")])
+def test_rows_of_y_stored_at_another_stride_are_told_by_it(checkpoint, stride, said):
+    """y[n, m] stored at n * S + m (S = K, or M + 1), the later of two rows kept where they overlap, the rest of y
+    as memory held it: the stride read from where each right output landed, on every shape with several rows."""
+    def stored(x, w, b, y):
+        n_rows, m = y.shape
+        out = np.full(y.size, 7.0)
+        for n in range(n_rows):
+            for j in range(m):
+                if (at := n * stride(n_rows, x.shape[1], m) + j) < y.size:
+                    out[at] = y[n, j]
+        return out.reshape(y.shape)
+    from checker.steps.step15.reading import store_stride
+
+    cases, results, arrays = _fake_results(checkpoint.learner_config(), stored)
+    line = store_stride(cases, {name: np.stack(r) for name, r in results.items()}, arrays)
+    assert line is not None and f"each right output y[n, m] lies at {said}" in line, line
+    right = _fake_results(checkpoint.learner_config(), lambda x, w, b, y: y)
+    assert store_stride(right[0], {name: np.stack(r) for name, r in right[1].items()}, right[2]) is None

@@ -18,7 +18,7 @@ from checker.reporting.compare import Mistake, compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, Crashed, run_probe
 from checker.steps.step15.mistakes import BIAS_MISSING, BIAS_TWICE, MISTAKES, RACE
-from checker.steps.step15.reading import readings
+from checker.steps.step15.reading import readings, store_stride
 from checker.steps.step15.reference import KERNEL, WIDTHS, expected, shape_name
 from runtime.learner import LearnerError
 
@@ -267,7 +267,10 @@ def judge_kernel(cases, results: dict, arrays: dict, named, *, tail: Tail = VECT
     margin = max((v.margin or 0.0) for v in verdicts.values())
     shown = [*raced, *(name for name in failing if name not in raced)]
     mistake, lines = None, []
-    if failing and not raced:  # what the outputs are, read from them; else which dimension fails (of the first run)
+    stride = store_stride(cases, results, arrays) if failing else None  # y's rows stored elsewhere: races too
+    if stride is not None:
+        lines = [stride]
+    elif failing and not raced:  # what the outputs are, read from them; else which dimension fails (first run)
         mistake = named(results, arrays)
         if mistake is None:
             lines, mistake = readings(cases, results, arrays, BIAS_COUNTS if known is None else known, packed)
@@ -285,7 +288,8 @@ def judge_kernel(cases, results: dict, arrays: dict, named, *, tail: Tail = VECT
         details.append(f"and {len(shown) - 4} more: {'; '.join(shown[4:])}")
     if raced:
         return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
-                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details, RACE)
+                            f"{len(raced)} of {len(cases)} shapes; off on {len(failing)}", details,
+                    RACE if stride is None else None)
     if not failing:
         return Part("kernel", PASS, f"{len(cases)} shapes, {REPEATS} runs each, the same every run; worst "
                     f"{margin:.2f} of allowed", margin=margin)

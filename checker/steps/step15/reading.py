@@ -10,6 +10,9 @@ scale each block was multiplied by. Each reading holds on every case or says not
     scale_reading(cases, results, packed)    step 16: each output the sum of its blocks' products, each
                                              block scaled by another scale than its own (another block's,
                                              another row's, 1 / scale) or summed otherwise: which
+    store_stride(cases, results, arrays)     y[n, m] found at n * S + m, S another number than M (K, N):
+                                             where the kernel stores a row of y, read from where each of
+                                             its right values landed (two rows overlap: a race there)
     readings(cases, results, arrays, known)  the lines the above give, and the catalogued mistake named
 
 `arrays` {name: (x, w, b)} (w: the weights the kernel multiplies by, dequantised for step 16); `packed`
@@ -323,3 +326,51 @@ def readings(cases, results: dict, arrays: dict, known: dict[int, Mistake], pack
     said = [s for s in (index_reading(cases, results, arrays),
                         scale_reading(cases, results, packed) if packed is not None else None) if s]
     return said, None
+
+
+def store_stride(cases, results: dict, arrays: dict) -> str | None:
+    """When on every failing shape with more than one row of x each right y[n, m] lies at n * S + m (its first
+    run; where two (n, m) share a place, either), one S other than M on each, named by a dimension (K, N,
+    M - 1, M + 1) the same on every one: the row stride y is stored with, in words. A shape whose later rows
+    all fall past y's end at that stride agrees when its row 0 is right; another must show a later row."""
+    strides, said = {}, {}
+    for name, n_rows, k, m, _ in cases:
+        want = expected(*arrays[name])
+        got = results[name][0].astype(np.float64).reshape(-1)
+        if n_rows < 2 or np.all(np.abs(got - want.reshape(-1)) <= KERNEL.allowed(want).reshape(-1)):
+            continue
+        named = {"K": k, "N": n_rows, "M - 1": m - 1, "M + 1": m + 1}
+        fits = {label: fit for label, stride in named.items() if stride != m and (fit := _stored_at(got, want, stride))}
+        if not fits:
+            return None
+        strides[name], said[name] = fits, named
+    common = set.intersection(*(set(fits) for fits in strides.values())) if strides else set()
+    label = next((label for label in ("K", "N", "M - 1", "M + 1") if label in common
+                  and any(fits[label] == "seen" for fits in strides.values())), None)
+    if label is None:
+        return None
+    values = "; ".join(f"{label} = {said[name][label]} on {name}" + (", its rows after the first past y's end"
+                                                                     if strides[name][label] == "past" else "")
+                       for name in strides)
+    stride = f"({label})" if " " in label else label
+    return (f"where y's rows are stored: each right output y[n, m] lies at n * {stride} + m ({values}), not at n * M "
+            f"+ m: the row stride of y's index is {label} where it is M (y is [N, M]); rows stored at another "
+            "stride overlap each other (a race where two tasks store to one place), leave gaps, or fall past y")
+
+
+def _stored_at(got: np.ndarray, want: np.ndarray, stride: int) -> str | None:
+    """"seen" when each y[n, m] whose place n * stride + m is in y and no other (n, m) shares holds want[n, m],
+    four at least and a row after the first among them; "past" when row 0 is right and every later row's place
+    is past y's end; else None."""
+    n_rows, m = want.shape
+    place = (np.arange(n_rows)[:, None] * stride + np.arange(m)).reshape(-1)
+    inside = place < got.size
+    shared = np.bincount(place[inside], minlength=got.size) > 1
+    alone = inside.copy()
+    alone[inside] = ~shared[place[inside]]
+    flat = want.reshape(-1)[alone]
+    if not np.all(np.abs(got[place[alone]] - flat) <= KERNEL.allowed(flat)):
+        return None
+    if alone.sum() >= 4 and alone.reshape(n_rows, m)[1:].any():
+        return "seen"
+    return "past" if alone.reshape(n_rows, m)[0].all() and not inside.reshape(n_rows, m)[1:].any() else None
