@@ -73,3 +73,17 @@ def test_the_cases_after_a_crash_run_in_a_new_process(tmp_path):
     assert crash.crashed == ["n=3", "n=5"] and crash.signal == "SIGSEGV" and crash.total == 4
     assert sorted(crash.results) == ["n=2", "n=4"] and np.all(crash.results["n=4"] == 4)
     assert "on 2 of the 4 cases: n=3; n=5; it ran the other 2 to the end" in str(crash)
+
+
+def test_a_case_that_never_returns_is_named(tmp_path):
+    """A function that never returns on its third case: the time limit's message says how far it got and which
+    case it was still running."""
+    from runtime.learner import LearnerError
+
+    step = tmp_path / "step_99.py"
+    step.write_text("import time\n\n\ndef probe(x):\n    if int(x.shape[0]) == 5:\n        time.sleep(600)\n"
+                    "    return x\n")
+    arrays = {f"n={n}": [np.full(n, n, np.float32)] for n in (3, 2, 5, 4)}
+    with pytest.raises(LearnerError, match="did not finish the 4 cases in 20 s") as raised:
+        run_kernel(step, "probe", arrays, timeout=20, indices="x below n", about={"n=5": "n=5 (x [5])"})
+    assert "it had gone through 2 of them and was still running n=5 (x [5])" in str(raised.value), raised.value

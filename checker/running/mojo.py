@@ -159,8 +159,11 @@ def _run_child(tmp: Path, path: Path, function: str, cases: list[str], inputs: P
                               capture_output=True, text=True, timeout=max(timeout, 1.0), env=env, cwd=REPO)
     except subprocess.TimeoutExpired:
         limit_hit()
+        finished = sum((out / f"{i}.npz").exists() for i in range(len(cases)))
+        where = (f": it had gone through {total - len(cases) + finished} of them and was still running "
+                 f"{about.get(cases[finished], cases[finished])}" if finished or len(cases) < total else "")
         raise LearnerError(f"your kernel did not finish the {total} cases in {timeout:.0f} s (its build "
-                           "included): a loop whose index never reaches its end?") from None
+                           f"included){where}: a loop whose index never reaches its end?") from None
     error = tmp / "error.json"
     if error.exists():
         raise LearnerError(**json.loads(error.read_text()))
