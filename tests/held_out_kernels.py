@@ -824,6 +824,7 @@ HELD = [
          'for n in range(t0 * NT, t1 * NT):',
          "products: the few-rows path's last tile of q's rows (past N)",
          ("A crash on the few-rows products whose N is no multiple of the tile (N = 13): their last tile runs "
-          "past N. A helpful message names N and a tile not cut at it."),
-         ('not cut at',)),
+          "past N. A helpful message names N and a tile not cut at it; two crashes of nine say little more than "
+          "the rows of q to keep below N."),
+         ('not cut at', 'rows of q below N')),
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from checker.diagnosis.crashes import RACED, crash_part, crashed_on
+from checker.diagnosis.crashes import RACED, crash_part, crashed_on, shared_by
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import Crashed, run_kernel
 
@@ -16,29 +16,47 @@ FEATURES = {"a": dict(M=11, K=5), "b": dict(M=64, K=37), "c": dict(M=29, K=100),
 
 
 def test_the_cases_a_step_leaves_unwhole_are_read_exactly():
-    said = crashed_on(["a", "c", "e"], FEATURES, WORDS)
+    said = shared_by(["a", "c", "e"], FEATURES, WORDS)
     assert said.startswith("it crashed exactly on the cases whose M is odd (M = 7, 11, 29)"), said
     assert "ran every case whose M is even (M = 64, 768, 2304)" in said and "M, the rows of w" in said
 
 
 def test_a_multiple_and_a_bound_above_are_read_exactly():
     features = {name: dict(M=f["M"] * 2, K=f["K"]) for name, f in FEATURES.items()}  # M = 22, 128, 58, ...
-    said = crashed_on(["a", "c", "e"], features, WORDS)
+    said = shared_by(["a", "c", "e"], features, WORDS)
     assert "exactly on the cases whose M is no multiple of 4 (M = 14, 22, 58)" in said, said
     assert "in steps of 4, 8, 16, 32, 64 or 128 (these cases cannot tell which)" in said
-    said = crashed_on(["d", "f"], FEATURES, WORDS)
+    said = shared_by(["d", "f"], FEATURES, WORDS)
     assert said.startswith("it crashed exactly on the cases whose M is above 64 (M = 768, 2304)"), said
 
 
 def test_a_crash_now_and_then_is_read_as_a_bound_only_when_it_leaves_cases_out():
     """A write just past a tensor crashes only now and then: two odd M of three crash, the even ones all ran."""
-    said = crashed_on(["a", "c"], FEATURES, WORDS)
+    said = shared_by(["a", "c"], FEATURES, WORDS)
     assert said.startswith("every case it crashed on has M odd (M = 11, 29), as some it ran do (M = 7)"), said
-    assert crashed_on(["a"], FEATURES, WORDS) is None  # one crash alone tells no bound
+    assert shared_by(["a"], FEATURES, WORDS) is None  # one crash alone tells no bound
     # crashed cases sharing what all but one case share say nothing
     odd = {name: dict(M=f["M"] + (name in "bf"), K=768) for name, f in FEATURES.items()}  # M odd but on d
-    assert crashed_on(["a", "c"], odd, WORDS) is None
-    assert crashed_on(list(FEATURES), FEATURES, WORDS) is None
+    assert shared_by(["a", "c"], odd, WORDS) is None
+    assert shared_by(list(FEATURES), FEATURES, WORDS) is None
+
+
+def test_a_reading_random_crashes_would_get_as_often_is_not_said():
+    """Two crashes of ten cases with six dimensions: a dimension splits them off exactly (H above 2), but most
+    pairs drawn at random are split off by one too: nothing is said. Five odd M of step 15's nine shapes are
+    told."""
+    heads = [1, 2, 2, 2, 3, 2, 12, 1, 2, 2]
+    features = {f"c{i}": dict(H=h, B=1 + i % 3, T=5 + 7 * i, page=16 * (1 + i % 2), rows=i + 1, cached=9 * i)
+                for i, h in enumerate(heads)}
+    words = {key: key for key in features["c0"]}
+    assert shared_by(["c4", "c6"], features, words).startswith("it crashed exactly on the cases whose H is above 2")
+    assert crashed_on(["c4", "c6"], features, words) is None
+    shapes = [(1, 37, 53), (1, 50, 7), (2, 5, 11), (3, 100, 29), (1, 768, 2304), (1, 768, 768), (1, 768, 3072),
+              (1, 3072, 768), (1, 768, 50257)]
+    nine = {f"s{i}": dict(N=n, K=k, M=m) for i, (n, k, m) in enumerate(shapes)}
+    odd = [name for name, f in nine.items() if f["M"] % 2]
+    assert crashed_on(odd, nine, {"N": "N", "K": "K", "M": "M"}).startswith("it crashed exactly on the cases whose "
+                                                                            "M is odd")
 
 
 def _crash(crashed, results, total=4) -> Crashed:

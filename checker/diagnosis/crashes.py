@@ -6,7 +6,8 @@ M), and the judge's part of what it computed on the others.
                                            cases whose K is no multiple of 16 (or 8), whose T is above 1; or,
                                            since a write just past a tensor crashes only now and then, a
                                            dimension every crashing case shares with a few that ran. None
-                                           when no dimension tells them apart
+                                           when no dimension tells them apart, or when as many cases drawn
+                                           at random would be told as often (shared_by: the reading alone)
     crash_part(name, crash, lines, ran, unit)   the part: where it crashed, `lines` (crashed_on's), the
                                            indices to check, and the judge's part `ran` of the other cases
 
@@ -15,6 +16,9 @@ A crash kills the process, so what it read or wrote is not seen; which cases it 
 
 from __future__ import annotations
 
+import random
+from itertools import combinations
+
 import numpy as np
 
 from checker.reporting.report import FAIL, PASS, Part
@@ -22,6 +26,7 @@ from checker.reporting.report import FAIL, PASS, Part
 RACED = ("crashes where it crashed, and outputs that differ from run to run where it ran: together, a task that "
          "writes past where it should stop, into another task's place where there is one and past a tensor's end "
          "where there is not (a last band, run or tile not cut at its end, a task writing past its own rows)")
+CHANCE, DRAWS = 0.15, 400  # a reading random crash sets get this often says nothing; how many of them are drawn
 STEPS = (2, 4, 8, 16, 32, 64, 128)  # the steps a loop may take over a dimension: a vector, a band, a tile
 
 
@@ -37,7 +42,23 @@ def crashed_on(crashed: list[str], features: dict[str, dict[str, int]], words: d
     """What the cases `crashed` share that the others do not, by the dimensions `features` gives each case
     ({name: {"M": 11, ...}}), each named in `words` ({"M": "M, the rows of w"}): exactly them, or a set that
     holds every one of them and leaves a third of the cases out at least (the others say too little). None
-    when nothing tells, or one case alone crashed (the most or least of something by chance)."""
+    when nothing tells, or when as many crashing cases drawn at random would often be told too (CHANCE of
+    them or more, all such sets counted or DRAWS drawn): with few cases and many dimensions, two crashes are
+    "exactly the cases whose H is above 2" by chance."""
+    said = shared_by(crashed, features, words)
+    if said is None:
+        return None
+    names, k = list(features), len(set(crashed))
+    every = list(combinations(names, k))
+    if len(every) > DRAWS:
+        rng = random.Random(0)
+        every = [rng.sample(names, k) for _ in range(DRAWS)]
+    told = sum(shared_by(list(drawn), features, words) is not None for drawn in every)
+    return said if told < CHANCE * len(every) else None
+
+
+def shared_by(crashed: list[str], features: dict[str, dict[str, int]], words: dict[str, str]) -> str | None:
+    """crashed_on's reading, before its test against chance: what the crashing cases share, or None."""
     names, down = list(features), set(crashed)
     if len(down) < 2 or down == set(names):  # one case is the most or least of something by chance
         return None

@@ -23,8 +23,8 @@ from runtime.learner import LearnerError
 
 SEED = 17
 AXES = ("sequence", "head", "query", "")
-INDICES = ("q, k, v [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] below B * H * N * D, a head's "
-           "key j at ((b * H + h) * N + j) * D, and P + T at most N")
+INDICES = ("q, k, v and the output [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] below B * H * N * D, "
+           "a head's key j at ((b * H + h) * N + j) * D, and P + T at most N")
 
 
 WORDS = {"T": "T, the new rows (queries) of the call", "P": "P, the positions cached before the call",

@@ -41,9 +41,10 @@ from runtime.learner import LearnerError
 from runtime.quantize import dequantize, quantize
 
 SEED = 18
-INDICES = ("q, k, v [T, H, D] below T * H * D; the pool blocks [pages, 2, L, PAGE, H, D], position p of request b in "
-           "page lookup_table[b, p / PAGE] (below pages), slot p % PAGE; lookup_table [B, max_pages]; "
-           "input_row_offsets [B + 1]")
+INDICES = ("q, k, v and the output [T, H, D] below T * H * D, request b's rows from input_row_offsets[b] up to "
+           "input_row_offsets[b + 1] (a band of them not past its request's last); the pool blocks [pages, 2, L, "
+           "PAGE, H, D], position p of request b in page lookup_table[b, p / PAGE] (below pages), slot p % PAGE; "
+           "lookup_table [B, max_pages]; input_row_offsets [B + 1]")
 WORDS = {"B": "B, the requests of the batch", "T": "T, the batch's new rows", "rows": "a request's new rows",
          "cached": "a request's cached positions", "page": "PAGE, the positions a page holds", "H": "H, the heads"}
 PRODUCT_WORDS = {"M": "M, the rows of x", "K": "K, the columns of x and q", "N": "N, the rows of q (y's columns)"}

@@ -68,8 +68,9 @@ OFF = [
          "decode row right: a chunk's rows after its first (their positions, the keys of the same chunk they see, "
          "the causal bound within it)"),
     *(Rule(lambda f, k=k: f["rows"] < k, f"off {said} the requests of fewer than {k} new rows (decode rows "
-           f"included), every request of {k} or more right: the way your kernel takes for few rows (a row at a "
-           "time, not a band of them): its scale, its keys and values, its causal bound", within=within)
+           f"included), every request of {k} or more right: what your kernel does for a request of fewer than "
+           f"{k} rows (a way of its own for few rows, a row at a time; or a band's rows when a band holds up to "
+           f"{k}): its scale, its keys and values, its causal bound", within=within)
       for within, said in ((False, "exactly on"), (True, "only among")) for k in (4, 8, 16)),
     *(Rule(lambda f, k=k: f["rows"] >= k, f"off {said} the chunks of {k} new rows or more, every smaller "
            f"request and every decode right: the way your kernel takes for a band of a chunk's rows: the keys each "
@@ -91,6 +92,10 @@ OFF = [
          "right: the positions a request already has (cache_lengths[b]) in its rows' positions or its keys"),
     Rule(lambda f: f["later_pages"], "off exactly on the rows at positions past their request's first page: the "
          "page of position p, lookup_table[b, p / PAGE], and the slot within it, p % PAGE"),
+    Rule(lambda f: f["later_pages"], "off only among the rows whose keys fill more than one page (a position past "
+         "their request's first), every row whose keys fit in one page right: where the loop over keys crosses from "
+         "one page to the next (a tile of keys cut at its page's end, the next page looked up in lookup_table)",
+         within=True),
     Rule(lambda f: f["last"] & ~f["decode"], "off exactly on each chunk's last row: the end of a request's rows "
          "(input_row_offsets[b + 1], one past its last)"),
     Rule(lambda f: f["batch"] > 1, "off exactly on the batches of more than one request, every single request "
@@ -197,6 +202,15 @@ def pool_problems(inputs: list[np.ndarray], got: np.ndarray, want: np.ndarray) -
     if len(request) and np.array_equal(keys, v) and np.array_equal(values, k) and not np.array_equal(k, v):
         lines.append("the keys half of the pool (blocks[page, 0, ...]) holds the new rows' values and the values half "
                      "their keys: the stores into index 0 and 1 read v and k the other way round")
+    elif len(request):  # one half holding another of the call's tensors at the new positions
+        call = {"q": q, "k": k, "v": v}
+        for half, index, own in ((keys, 0, "k"), (values, 1, "v")):
+            held = next((label for label, t in call.items()
+                         if label != own and np.array_equal(half, t) and not np.array_equal(t, call[own])), None)
+            if held is not None:
+                lines.append(f"the {'keys' if own == 'k' else 'values'} half of the pool (blocks[page, {index}, ...]) "
+                             f"holds the call's {held} at the new positions, where {own} belongs: the store into index "
+                             f"{index} reads {held}")
     owner = {}  # (page, slot) -> (request, position): the position each slot of the batch's pages holds
     for b in range(len(cl)):
         for p in range(int(cl[b]) + int(offsets[b + 1] - offsets[b])):
