@@ -827,4 +827,76 @@ HELD = [
           "past N. A helpful message names N and a tile not cut at it; two crashes of nine say little more than "
           "the rows of q to keep below N."),
          ('not cut at', 'rows of q below N')),
+    # A fourth round's, on step 18 (13 written, one on a path this CPU does not run): placed since by the pool's
+    # halves, the rows whose keys fill more than one page, the bounds of few rows, and a crash reading chance
+    # does not give; the others as they were told.
+    Held('18', 'tile-crosses-page', 'paged_flash.mojo',
+         'var count = min(TILE, PAGE - j0 % PAGE, S - j0)',
+         'var count = min(TILE, S - j0)',
+         "kernel: a band's tile of keys not cut at its page's end",
+         "A band's tile of keys runs over its page's last slot into whatever follows in the pool: only rows whose "
+         "keys fill more than one page are off. A helpful message names the page crossing.",
+         ('crosses from one page',)),
+    Held('18', 'pair-loop-drops-odd-row', 'paged_flash.mojo',
+         'for i0 in range(0, n, 2):',
+         'for i0 in range(0, n - 1, 2):',
+         "kernel: the band's loop over pairs of rows (the last row of an odd band)",
+         "A band of an odd number of rows never adds its last row's values: that row's output is 0. A helpful "
+         "message names the rows handled two at a time.",
+         ('one row of two',)),
+    Held('18', 'row-values-head-offset', 'paged_flash.mojo',
+         'var at = values + (h0 + i) * D',
+         'var at = values + i * D',
+         "kernel: the row-by-row path's value head offset",
+         "Requests of few rows and decodes weigh head 0's values for every head. A helpful message names the "
+         "values' head offset in the few-rows path.",
+         ('head offset',)),
+    Held('18', 'values-stored-from-k', 'paged_flash.mojo',
+         'bp.unsafe_store(vto + e, vp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())',
+         'bp.unsafe_store(vto + e, kp.unsafe_load[width=W](r * head_size + e).cast[blocks.dtype]())',
+         "kernel: the store of the new values (from k)",
+         "The pool's values half holds the new keys: every output off. A helpful message says which half holds "
+         "which tensor.",
+         ("holds the call's k",)),
+    Held('18', 'row-position-not-offset', 'paged_flash.mojo',
+         'var cached = Int(cl[unsafe_offset=b]) - Int(off[unsafe_offset=b])',
+         'var cached = Int(cl[unsafe_offset=b])',
+         "kernel: a row's position (its request's first row not subtracted)",
+         "Every request after the first puts its rows at cache_lengths[b] + r with r the batch's row index: too "
+         "many keys seen. A helpful message names the rows' offsets.",
+         ("rows' offsets",)),
+    Held('18', 'third-leftover-row-skipped', 'int8_products.mojo',
+         'row[3](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)',
+         'row[2](yp, xu, xs, qp, sp, bp, m0, n, K, N, KB)',
+         "products: the few-rows path's three leftover rows of x (the third never written)",
+         "With 3 or 7 rows of x the last row's outputs are never written: they change from run to run (where the "
+         "memory did not hold the same by chance). A helpful message names that row of x.",
+         ('a loop leaves out', 'rows of x 2 (of 3)', 'rows of x 6 (of 7)')),
+    Held('18', 'row-path-last-block-dropped', 'int8_products.mojo',
+         'for b in range(K // (4 * L) * PER, KB):',
+         'for b in range(K // (4 * L) * PER, KB - 1):',
+         "products: the few-rows path's last partial block of K",
+         "The few-rows path leaves the last block out where K is no multiple of 32. A helpful message names the "
+         "last block's columns and the few-rows path.",
+         ('K % 32 columns',)),
+    Held('18', 'quantised-tail-stored-wrong', 'int8_products.mojo',
+         'xu[at + k - lo] = UInt8(u)',
+         'xu[at + k] = UInt8(u)',
+         "products: where x's partial last block is stored once quantised",
+         "x's last, partial block is quantised into the wrong bytes: every product whose K is no multiple of 32 is "
+         "off, in both paths. A helpful message names the last block's columns.",
+         ('K % 32 columns',)),
+    Held('18', 'ln-f-skipped', 'py',
+         'chosen = t.ln_f(F.gather(x, rows, axis=0))',
+         'chosen = F.gather(x, rows, axis=0)',
+         "model: the final layer norm before the head",
+         "forward skips ln_f: the kernels are right, the logits are not. A helpful message names ln_f.",
+         ('ln_f',)),
+    Held('18', 'band-stores-every-lane', 'paged_flash.mojo',
+         'for i in range(n):',
+         'for i in range(W):',
+         "kernel: a band's store of its rows' outputs (W rows, not its n)",
+         "A band of fewer than W rows stores W rows: over the next request's rows (a race) or past the output's "
+         "end (a crash). A helpful message says a task writes past its rows.",
+         ('two tasks write', 'past where it should stop', 'not past its request')),
 ]
