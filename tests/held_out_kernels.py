@@ -898,5 +898,5 @@ HELD = [
          "kernel: a band's store of its rows' outputs (W rows, not its n)",
          "A band of fewer than W rows stores W rows: over the next request's rows (a race) or past the output's "
          "end (a crash). A helpful message says a task writes past its rows.",
-         ('two tasks write', 'past where it should stop', 'not past its request')),
+         ('two tasks write', 'past where it should stop', 'not past its request', 'stores more rows than it holds')),
 ]

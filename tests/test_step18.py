@@ -432,6 +432,20 @@ def test_a_pool_half_holding_another_tensor_of_the_call_is_told_by_it():
     assert "the values half of the pool (blocks[page, 1, ...]) holds the call's k at the new positions" in said, said
 
 
+def test_rows_left_0_are_told_as_no_attention_of_their_own():
+    """A band that stores more rows than it holds, its extra rows 0 over the next request's first rows (the others
+    right, the pool right): each off row is 0, said as such, not as weights that do not sum to 1."""
+    def compute(q, k, v, blocks, cl, lookup, offsets, layer):
+        after = stored(k, v, blocks, cl, lookup, offsets)
+        out = causal(q, after, cl, lookup, offsets)
+        if len(offsets) > 2:
+            out[int(offsets[1]):int(offsets[1]) + 3] = 0.0
+        return out, after
+    said = _said(judge(INPUTS, _results(compute)))
+    assert "each off row's output is 0, every value" in said and "stores more rows than it holds" in said, said
+    assert "do not sum to 1" not in said, said
+
+
 def test_heads_stored_before_slots_are_told_by_the_pool():
     """A kernel that lays a page out [head, slot] for its stores and reads (nobody catalogued; the page warns of it):
     the pool names the layout, not just slots no request owns. The stores are made here as such a kernel's offsets

@@ -292,7 +292,11 @@ def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
                      "new rows are stored)")
     off = rows.off & ~rows.nonfinite
     c = factors(rows)[off]
-    if len(c) and np.isfinite(c).all():
+    if len(c) and (c == 0).all():  # zeros: no weights, but nothing of the row's own
+        lines.append("each off row's output is 0, every value: no attention of its own at all: its values never "
+                     "added into its sum, the row never written by the task that owns it, or written over by another "
+                     "(a band that stores more rows than it holds, over the next request's first rows)")
+    elif len(c) and np.isfinite(c).all():
         lines.append(f"each off row's output is its right output times a number ({c.min():.3g} .. {c.max():.3g}): "
                      "its weights do not sum to 1 (the sum l, its rescaling, or the division at the end)")
     place = "where a row's output is stored, (r x H + h) x D, or which row's q and keys it is computed from"
