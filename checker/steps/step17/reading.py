@@ -128,8 +128,10 @@ OFF = [
           "{above}): a later band of a call's queries (where a band's rows start, t0, and what each row's keys are "
           "counted from: query t sees P + t + 1 keys, its index in the call, not in its band)", least=1),
     Above("keys", "off exactly on the queries that see more than {k} keys, right on those that see {k} or "
-          "fewer: what happens after the first {k} keys (a tile of {k}: the next tile's start and length, the "
-          "rescale of l and acc by exp(m_old - m_new) when its maximum is larger)",
+          "fewer (no case has a query that sees more than {below} and fewer than {first}): what happens after a "
+          "first tile of {k} keys or more, fewer than {first}: the next tile's start and length (where each tile "
+          "of it reads its keys and values, from j0), the rescale of l and acc by exp(m_old - m_new) when its "
+          "maximum is larger",
           within="right on every query that sees {k} keys or fewer; off only among the queries that see more "
           "({off} of {above}): after the first {k} keys (a tile of {k}, or a part of a head's keys): where the "
           "next tile or part starts, and what carries over to it (the rescale of l and acc by exp(m_old - m_new) "
