@@ -15,13 +15,13 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 import runtime
 from bench.machine import cpu
+from runtime.bandwidth import alternating_seconds
 from runtime.paths import REPO
 from runtime.quantize import BLOCK, quantize
 
@@ -157,13 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         versions = {"f": (matmul_q8, np.float32), "h": (half, np.float16)}
         chains = {v: chain(*versions[v], rng) for v in order}
         x = Buffer.from_numpy(rng.standard_normal((1, C)).astype(np.float32))
-        took: dict[str, list[float]] = {v: [] for v in order}
-        for round_ in range(ROUNDS + 1):
-            for v in order if round_ % 2 else order[::-1]:
-                started = time.perf_counter()
-                chains[v].execute_raw(x)
-                if round_:  # the first round is a warm-up
-                    took[v].append(time.perf_counter() - started)
+        took = alternating_seconds({v: lambda v=v: chains[v].execute_raw(x) for v in order}, ROUNDS)
     f, h = (1e3 * statistics.median(took[v]) for v in "fh")
     print(f"{len(PRODUCTS)} products at one row of x, median of {ROUNDS} alternating rounds: float32 scales "
           f"{f:.2f} ms, float16 {h:.2f} ms: float16 / float32 {h / f:.3f}")

@@ -25,7 +25,7 @@ from unittest import mock
 
 import numpy as np
 
-from runtime.bandwidth import products
+from runtime.bandwidth import alternating_seconds, products
 from runtime.files import MODEL_FILE
 from runtime.kv_inputs import staged
 from runtime.quantize import BLOCK, quantize
@@ -275,13 +275,7 @@ def product_calls(config, widths: tuple[int, ...] = WIDTHS, rounds: int = 50 * R
     rows = tuple(w * k for w in widths)  # of each chain's weights
     chains = {n: _chain(n, k, rng) for n in rows}
     x = Buffer.from_numpy(rng.standard_normal((1, k)).astype(np.float32))
-    took: dict[int, list[float]] = {n: [] for n in rows}
-    for round_ in range(rounds + 1):
-        for n in rows if round_ % 2 else rows[::-1]:
-            started = time.perf_counter()
-            chains[n].execute_raw(x)
-            if round_:  # the first round is a warm-up
-                took[n].append(time.perf_counter() - started)
+    took = alternating_seconds({n: lambda n=n: chains[n].execute_raw(x) for n in rows}, rounds)
     # (MB, µs) a call: int8 weights and a float32 scale a block
     points = [(n * k * (1 + 4 / BLOCK) / 1e6, 1e6 * statistics.median(took[n]) / CALLS) for n in rows]
     slope, call_us = np.polyfit(*zip(*points), 1)

@@ -35,6 +35,20 @@ def run_seconds(fn, repeats: int) -> list[float]:
     return times
 
 
+def alternating_seconds(fns: dict, rounds: int) -> dict:
+    """{key: the wall time of each of `rounds` runs of fns[key]()}: every fn once a round, the order turned
+    round after round (a minute's change falls on each alike), after one warm-up round."""
+    took: dict = {key: [] for key in fns}
+    order = list(fns)
+    for round_ in range(rounds + 1):
+        for key in order if round_ % 2 else order[::-1]:
+            started = time.perf_counter()
+            fns[key]()
+            if round_:  # the first round is a warm-up
+                took[key].append(time.perf_counter() - started)
+    return took
+
+
 def median_seconds(fn, repeats: int) -> float:
     """The median wall time of `fn()` over `repeats` runs, after one warm-up run."""
     return statistics.median(run_seconds(fn, repeats))

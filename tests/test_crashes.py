@@ -64,17 +64,25 @@ def _crash(crashed, results, total=4) -> Crashed:
 
 
 def test_the_part_says_where_it_crashed_and_what_it_computed_elsewhere():
-    steady = {"b": np.ones((3, 2)), "d": np.ones((3, 2))}
-    part = crash_part("kernel", _crash(["a", "c"], steady), ["a reading"], Part("kernel", PASS, "right"), "shapes")
-    assert part.status == FAIL and part.summary.endswith("on 2 of the 4 shapes; right on the 2 it ran"), part
-    assert part.details[:2] == ["crashed on: a; c", "a reading"] and "rows of w below M" in part.details[2]
+    """Which cases crashed, what they share (crashed_on on their dimensions), the indices to check, then the
+    judge's part of the others; a race among those said with the crashes."""
+    shapes = {"a": 11, "b": 768, "c": 29, "d": 2304, "e": 7, "f": 3072, "g": 53, "h": 64, "i": 50257}
+    nine, words = {name: dict(M=m) for name, m in shapes.items()}, {"M": "M, the rows of w"}
+    odd = [name for name, m in shapes.items() if m % 2]
+    steady = {name: np.ones((3, 2)) for name in shapes if name not in odd}
+    part = crash_part("kernel", _crash(odd, steady, 9), nine, words, Part("kernel", PASS, "right"), "shapes")
+    assert part.status == FAIL and part.summary.endswith("on 5 of the 9 shapes; right on the 4 it ran"), part
+    assert part.details[0] == "crashed on: a; c; e; g; i", part.details
+    assert part.details[1].startswith("it crashed exactly on the cases whose M is odd") and "rows of w below M" in \
+        part.details[2], part.details
     off = Part("kernel", FAIL, "off on 1 of 2 shapes", ["b: off"], mistake=None)
-    part = crash_part("kernel", _crash(["a", "c"], steady), [], off, "shapes")
+    part = crash_part("kernel", _crash(["a", "c"], {"b": np.ones((3, 2))}), {}, {}, off, "shapes")
     assert part.summary.endswith("on the 2 it ran, off on 1 of 2 shapes") and part.details[-1] == "b: off"
+    assert part.details[0] == "crashed on: a; c" and "rows of w below M" in part.details[1], part.details
     varying = {"b": np.stack([np.ones(2), np.zeros(2)])}
-    part = crash_part("kernel", _crash(["a", "c", "d"], varying), [], off, "shapes")
+    part = crash_part("kernel", _crash(["a", "c", "d"], varying), {}, {}, off, "shapes")
     assert part.details[1] == RACED, part.details
-    part = crash_part("kernel", _crash(["a", "b", "c", "d"], {}), [], None, "shapes")
+    part = crash_part("kernel", _crash(["a", "b", "c", "d"], {}), {}, {}, None, "shapes")
     assert part.summary.endswith("on every one of the 4 shapes"), part
 
 

@@ -8,8 +8,8 @@ M), and the judge's part of what it computed on the others.
                                            dimension every crashing case shares with a few that ran. None
                                            when no dimension tells them apart, or when as many cases drawn
                                            at random would be told as often (shared_by: the reading alone)
-    crash_part(name, crash, lines, ran, unit)   the part: where it crashed, `lines` (crashed_on's), the
-                                           indices to check, and the judge's part `ran` of the other cases
+    crash_part(name, crash, features, words, ran, unit)   the part: where it crashed, what crashed_on
+                                           reads, the indices to check, and the judge's part `ran` of the others
 
 A crash kills the process, so what it read or wrote is not seen; which cases it takes is.
 """
@@ -102,9 +102,12 @@ def shared_by(crashed: list[str], features: dict[str, dict[str, int]], words: di
     return min(bounds)[1] if bounds else None
 
 
-def crash_part(name: str, crash, lines: list[str], ran: Part | None, unit: str = "cases") -> Part:
-    """The part of a kernel that crashed (`crash`: checker.running.mojo.Crashed) on some of its `unit`, with
-    `lines` read from them (crashed_on), and `ran`, the judge's part of the cases it ran (None: none ran)."""
+def crash_part(name: str, crash, features: dict[str, dict[str, int]], words: dict[str, str], ran: Part | None,
+               unit: str = "cases") -> Part:
+    """The part of a kernel that crashed (`crash`: checker.running.mojo.Crashed) on some of its `unit`: what the
+    crashing ones share (crashed_on, on each case's `features` named by `words`), and `ran`, the judge's part
+    of the cases it ran (None: none ran)."""
+    shared = crashed_on(crash.crashed, features, words)
     count = (f"every one of the {crash.total} {unit}" if len(crash.crashed) == crash.total else
              f"{len(crash.crashed)} of the {crash.total} {unit}")
     summary = f"your kernel crashed the process that ran it ({crash.signal}) on {count}"
@@ -114,7 +117,7 @@ def crash_part(name: str, crash, lines: list[str], ran: Part | None, unit: str =
                     f"; on the {others} it ran, {ran.summary}")
     raced = any(not all(np.array_equal(r, runs[0], equal_nan=True) for r in runs[1:])
                 for runs in crash.results.values())
-    details = [f"crashed on: {'; '.join(crash.crashed)}", *([RACED] if raced else []), *lines,
+    details = [f"crashed on: {'; '.join(crash.crashed)}", *([RACED] if raced else []), *([shared] if shared else []),
                f"a crash is a read or write outside a tensor: check each index against the tensor's size: "
                f"{crash.indices}"]
     if ran is not None and ran.status != PASS:

@@ -168,8 +168,8 @@ def _run_child(tmp: Path, path: Path, function: str, cases: list[str], inputs: P
     if error.exists():
         raise LearnerError(**json.loads(error.read_text()))
     ran = {}
-    for name in cases:  # each case's outputs, saved as soon as it finished
-        if (saved := out / f"{cases.index(name)}.npz").exists():
+    for index in range(len(cases)):  # each case's outputs, saved as soon as it finished
+        if (saved := out / f"{index}.npz").exists():
             with np.load(saved) as data:
                 ran.update({key: data[key] for key in data.files})
     if done.returncode < 0:

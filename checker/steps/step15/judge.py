@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.diagnosis.crashes import crash_part, crashed_on
+from checker.diagnosis.crashes import crash_part
 from checker.harness.runner import StepRun
 from checker.reporting.compare import Mistake, compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
@@ -135,14 +135,15 @@ def _bands_run(failing: set, shapes: dict, tails: dict) -> str | None:
     shape that is right): c, t and g in words. Bands sized for t tasks and c started: the band from one count,
     the tasks from another. Of the fits, one whose c is this machine's count of cores first, then the least t."""
     cores = os.cpu_count() or 1
+    right = {name: shapes[name][2] - tail for name, tail in tails.items()}  # each failing shape's right outputs
+    first = next(iter(right))
     fits = []
     for t in range(2, 65):
         for g in (1, 2, 4, 8, 16):
             def band(m: int) -> int:
                 return -(-(-(-m // t)) // g) * g
 
-            right = {name: shapes[name][2] - tail for name, tail in tails.items()}
-            c = right[next(iter(right))] // max(band(shapes[next(iter(right))][2]), 1)
+            c = right[first] // max(band(shapes[first][2]), 1)
             if 0 < c < t and all(right[name] == c * band(shapes[name][2]) for name in failing) and all(
                     c * band(m) >= m for name, (_, _, m) in shapes.items() if name not in failing):
                 fits.append((c != cores, t, g, c))
@@ -227,19 +228,18 @@ def _one_in_each_run(failing: set, shapes: dict, bad: dict) -> str | None:
 
 
 def kernel_part(run: StepRun, path: Path, cases, judge, *, function: str = "matvec",
-                source: str = "matvec.mojo", words: dict[str, str] = SHAPE_WORDS) -> Part:
+                source: str = "matvec.mojo") -> Part:
     """The learner's `function` (their Mojo kernel, `source`) on `cases` in a child process; `judge(cases,
-    results)` makes the part of what it computed. A crash on some cases: which, what they share (`words`
-    says what N, K and M are), and the judge's part of the others."""
+    results)` makes the part of what it computed. A crash on some cases: which, what their N, K and M share,
+    and the judge's part of the others."""
     print(f"(building your Mojo kernel and running it in a separate process: about a minute after a change to "
           f"{source} on 2 cores, seconds when unchanged)", file=sys.stderr, flush=True)
     try:
         results = run_probe(path, cases, timeout=max(run.timeout, 300), function=function)
     except Crashed as e:
         ran = [case for case in cases if case[0] in e.results]
-        shares = crashed_on(e.crashed, {name: dict(N=n, K=k, M=m) for name, n, k, m, _ in cases}, words)
-        return run.add(crash_part("kernel", e, [shares] if shares else [], judge(ran, e.results) if ran else None,
-                                  "shapes"))
+        return run.add(crash_part("kernel", e, {name: dict(N=n, K=k, M=m) for name, n, k, m, _ in cases},
+                                  SHAPE_WORDS, judge(ran, e.results) if ran else None, "shapes"))
     except LearnerError as e:
         return run.add(Part.from_error("kernel", e))
     return run.add(judge(cases, results))

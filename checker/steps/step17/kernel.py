@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.diagnosis.crashes import crash_part, crashed_on
+from checker.diagnosis.crashes import crash_part
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
@@ -91,10 +91,8 @@ def kernel_part(run: StepRun, path: Path, dtype: np.dtype = np.dtype(np.float32)
                              indices=INDICES, about=about)
     except Crashed as e:
         features = {name: dict(T=T, P=P, H=H, B=B, N=N) for name, B, H, T, P, _, N, _ in kernel_cases()}
-        shares = crashed_on(e.crashed, features, WORDS)
         ran = [case for case in kernel_cases() if case[0] in e.results]
-        return run.add(crash_part("kernel", e, [shares] if shares else [],
-                                  judge(inputs, e.results, ran) if ran else None))
+        return run.add(crash_part("kernel", e, features, WORDS, judge(inputs, e.results, ran) if ran else None))
     except LearnerError as e:
         part = Part.from_error("kernel", e)
         if dtype == np.float16 and "Failed to compile" in str(e):

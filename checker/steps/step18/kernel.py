@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from checker.diagnosis.crashes import crash_part, crashed_on
+from checker.diagnosis.crashes import crash_part
 from checker.diagnosis.reading import Above, Rows, Rule, read
 from checker.harness.runner import StepRun
 from checker.reporting.compare import compare, differs, ranges
@@ -67,10 +67,9 @@ def attention_part(run: StepRun, path: Path) -> Part:
     except Crashed as e:
         features = {case.name: dict(B=len(case.new), T=sum(case.new), rows=max(case.new), cached=max(case.cached),
                                     page=case.page, H=case.heads) for case in kernel_cases()}
-        shares = crashed_on(e.crashed, features, WORDS)
         ran = [case for case in kernel_cases() if case.name in e.results]
-        return run.add(crash_part("attention", e, [shares] if shares else [],
-                                  judge(inputs, e.results, ran) if ran else None, "batches"))
+        return run.add(crash_part("attention", e, features, WORDS, judge(inputs, e.results, ran) if ran else None,
+                                  "batches"))
     except LearnerError as e:
         return run.add(Part.from_error("attention", e))
     return run.add(judge(inputs, results))
@@ -230,11 +229,9 @@ def products_part(run: StepRun, path: Path) -> str | None:
         results = run_kernel(path, "matmul_q8", inputs, timeout=max(run.timeout, 300), indices=PRODUCT_INDICES,
                              about=about)
     except Crashed as e:
-        shares = crashed_on(e.crashed, {name: dict(M=M, K=K, N=N) for name, M, K, N in product_cases()},
-                            PRODUCT_WORDS)
         ran = [case for case in product_cases() if case[0] in e.results]
-        run.add(crash_part("products", e, [shares] if shares else [],
-                           judge_products(inputs, e.results, ran)[0] if ran else None, "products"))
+        run.add(crash_part("products", e, {name: dict(M=M, K=K, N=N) for name, M, K, N in product_cases()},
+                           PRODUCT_WORDS, judge_products(inputs, e.results, ran)[0] if ran else None, "products"))
         return None
     except LearnerError as e:
         if any(p.name == "attention" and p.summary == str(e) for p in run.report.parts):  # one package, one error

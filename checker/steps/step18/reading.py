@@ -109,11 +109,16 @@ OFF = [
 ]
 
 
+def judged(wants: dict) -> list:
+    """The kernel cases `wants` holds (every one, or those a crashing kernel ran), in kernel_cases' order."""
+    return [case for case in kernel_cases() if case.name in wants]
+
+
 def rows_of(inputs: dict, results: dict, wants: dict) -> Rows:
     """Every case's (row, head) pairs, the learner's first run against the reference: D values each."""
     cases = [(case.name, results[case.name][0].reshape(-1, results[case.name][0].shape[-1]),
               wants[case.name][0].reshape(-1, wants[case.name][0].shape[-1]), _features(case, inputs[case.name]))
-             for case in kernel_cases() if case.name in wants]
+             for case in judged(wants)]
     return Rows.of(cases, KERNEL)
 
 
@@ -275,7 +280,7 @@ def _landed(k, got, layer, request, position, lookup) -> list[str]:
 def readings(inputs: dict, results: dict, wants: dict) -> list[str]:
     """What the learner's output is, read from it: a variant that computes every case alone; else which rows are
     off by what they share, a factor per row, where NaN appears, and the variant that computes the off rows."""
-    names = [case.name for case in kernel_cases() if case.name in wants]
+    names = [case.name for case in judged(wants)]
     got = {name: results[name][0] for name in names}
     exchanged = variants(inputs)
     if (variant := first_variant(names, got, exchanged, KERNEL, AXES)) is not None:
