@@ -103,9 +103,28 @@ def load_module(run, build, state: dict[str, np.ndarray]):
         messages = list(dict.fromkeys(m for m, _ in found))
         more = f"; and {len(messages) - 4} more like these" if len(messages) > 4 else ""
         raise LearnerError("; ".join(messages[:4]) + more, todo=all(todo for _, todo in found))
+    if shared := shared_parameters(module, state):
+        raise LearnerError(shared)
     extra = {name: t for name, t in module.parameters if name not in state}  # e.g. a stored mask
     run.call(module.load_state_dict, {**state, **extra})
     return module
+
+
+def shared_parameters(module, state: dict[str, np.ndarray]) -> str | None:
+    """What is wrong when parameters the checkpoint holds apart are one tensor in `module` (one block object put
+    in every place of a list: loading each layer overwrites the others, and all hold the last one's), else None."""
+    names: dict[int, list[str]] = {}
+    for name, t in module.parameters:
+        if name in state:
+            names.setdefault(id(t), []).append(name)
+    groups = [group for group in names.values() if len(group) > 1]
+    if not groups:
+        return None
+    shown = "; ".join(", ".join(group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+                      for group in groups[:2])
+    return (f"parameters the checkpoint holds apart are one tensor in your model ({shown}): loading each overwrites "
+            "the others, and all hold the last one's values. One module object put in every place (a list of the "
+            "same block, `[GPT2Block(config)] * n`)? Build a new one for each")
 
 
 def _shape(value) -> tuple[int, ...]:

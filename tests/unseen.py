@@ -55,7 +55,7 @@ _LAST = "last = t.ln_f(x[:, -1, :])"
 SUBPARTS: dict[str, tuple[str, ...]] = {
     "03": ("centring", "division", "scale by weight", "shift by bias"),
     "04": ("c_fc", "activation", "c_proj"),
-    "07": ("mask", "normalisation", "scale", "c_attn", "c_proj", "_split_heads", "_merge_heads"),
+    "07": ("mask", "normalisation", "scale", "scores", "softmax", "c_attn", "c_proj", "_split_heads", "_merge_heads"),
     "08": ("passes through", "added to the stream", "reads ln"),
     "09": ("attention half", "MLP half"),
     "10": ("embeddings", "ln_f", "h.N"),
@@ -161,6 +161,24 @@ UNSEEN: list[Mutation] = [
     Mutation("08", "residual-sublayer-subtracted", _RESIDUAL, "return residual - sublayer(ln(hidden_states))", _ADDED),
     Mutation("08", "residual-stream-subtracted", _RESIDUAL, "return sublayer(ln(hidden_states)) - residual",
              _STREAM),
+    Mutation("03", "ln-mean-over-c-minus-one", "mean = x.mean(axis=-1)  # [..., 1]: reductions keep the axis",
+             "mean = x.sum(axis=-1) / (int(x.shape[-1]) - 1)", ("centring",)),
+    Mutation("05", "embedding-eos-row-zeroed", "return F.gather(self.weight, input_ids, axis=0)",
+             "return F.gather(self.weight, input_ids, axis=0) * F.unsqueeze((input_ids != 50256).cast("
+             "self.weight.dtype), -1)", ("id 50256",)),
+    Mutation("07", "scale-precedence", _SCALE, "attn_weights = attn_weights / (int(value.shape[-1]) ** 1/2)",
+             ("scale",)),
+    Mutation("07", "scores-key-query", "attn_weights = query @ key.transpose(-1, -2)",
+             "attn_weights = key @ query.transpose(-1, -2)", ("scores transposed",)),
+    Mutation("07", "softmax-max-over-queries", "attn_weights = F.softmax(attn_weights, axis=-1)",
+             "attn_weights = F.exp(attn_weights - attn_weights.max(axis=-2))\n"
+             "        attn_weights = attn_weights / attn_weights.sum(axis=-1)", ("axis -2",)),
+    Mutation("07", "weights-times-keep-probability", "return attn_weights @ value",
+             "return attn_weights * 0.9 @ value", ("sum to 0.9",)),
+    Mutation("07", "value-from-the-key-third", "value = self._split_heads(value, self.num_heads, self.head_dim)",
+             "value = key", ("key third as the value",)),
+    Mutation("08", "sublayer-times-keep-probability", _RESIDUAL,
+             "return residual + sublayer(ln(hidden_states)) * 0.9", ("0.9x the sub-layer",)),
     Mutation("08", "residual-sublayer-reads-sum", _RESIDUAL,
              "return residual + sublayer(ln(hidden_states) + hidden_states)", _READS),
 
@@ -177,6 +195,9 @@ UNSEEN: list[Mutation] = [
     Mutation("09", "block-mlp-subtracted", _MLP_HALF, "return hidden_states - self.mlp(self.ln_2(hidden_states))",
              ("MLP half",)),
 
+    Mutation("09", "attention-added-to-the-normed-stream", _ATTN_HALF,
+             "normed = self.ln_1(hidden_states)\n        hidden_states = normed + self.attn(normed)",
+             ("normalised stream",)),
     # ---- step 10: GPT2Model ----
     Mutation("10", "model-ln-f-twice", "return self.ln_f(hidden_states)", "return self.ln_f(self.ln_f(hidden_states))",
              ("ln_f",)),
@@ -188,6 +209,8 @@ UNSEEN: list[Mutation] = [
     Mutation("10", "model-block-stream-twice", "hidden_states = block(hidden_states)",
              "hidden_states = hidden_states + block(hidden_states)", ("h.1's input", "between blocks")),
 
+    Mutation("10", "one-block-in-every-place", "ModuleList(GPT2Block(config) for _ in range(config.n_layer))",
+             "ModuleList([GPT2Block(config)] * config.n_layer)", ("one tensor",)),
     # ---- step 11: GPT2LMHeadModel and load_hf_weights ----
     Mutation("11", "head-scaled", (_HEAD, "import numpy as np\n"),
              (_HEAD + " / math.sqrt(768)", "import math\n\nimport numpy as np\n"), ("head",)),
@@ -215,6 +238,12 @@ UNSEEN: list[Mutation] = [
     Mutation("12", "greedy-argmax-over-positions", "next_token(np.from_dlpack(logits)[0, -1]",
              "next_token(np.from_dlpack(logits)[0]", ("greedy",)),
     Mutation("12", "greedy-last-token-only", "        ids.append(token)\n", "        ids = [token]\n", ("greedy",)),
+    Mutation("12", "softmax-without-the-largest-subtracted", "probs = np.exp(logits - logits.max())",
+             "probs = np.exp(logits)", ("largest is subtracted",)),
+    Mutation("12", "generate-extends-the-callers-list", "ids = list(input_ids)", "ids = input_ids",
+             ("changed the list",)),
+    Mutation("12", "decode-token-by-token", "return tokenizer.decode(ids)",
+             'return "".join(tokenizer.decode([i]) for i in ids)', ("whole list at once",)),
     Mutation("12", "loop-one-short", "    for _ in range(max_new_tokens):\n",
              "    for _ in range(max_new_tokens - 1):\n", ("greedy",)),
 
@@ -235,6 +264,12 @@ UNSEEN: list[Mutation] = [
              ("model with cache",)),
     Mutation("13", "generate-logits-last-index", "next_token(np.from_dlpack(logits)[0],",
              "next_token(np.from_dlpack(logits)[0, -1],", ("generate",)),
+    Mutation("13", "cache-keys-then-values",
+             ("new_cache = []\n", "cache[2 * i], cache[2 * i + 1])", "            new_cache += [key, value]\n",
+              "        last = t.ln_f"),
+             ("keys, values = [], []\n", "cache[i], cache[len(t.h) + i])",
+              "            keys.append(key)\n            values.append(value)\n",
+              "        new_cache = keys + values\n        last = t.ln_f"), ("k_0, v_0",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),

@@ -16,6 +16,7 @@ They run only after a part has failed unnamed, inside the check's safe call.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -219,12 +220,40 @@ def rows(got: np.ndarray, table: np.ndarray, want_rows: np.ndarray, what: str) -
         which = f" (row {same[0]} of {what})" if same.size else ""
         return [f"where: every position holds its right row of {what} plus the same vector{which}: "
                 "something is added to the rows"]
+    off = ~np.all(np.abs(flat - right) <= 1e-6 + 1e-5 * np.abs(right), axis=1)
+    held_zero = " and hold zeros" if np.all(flat[off] == 0) else ""
     return [f"where: {int((~exact).sum())} of {len(want)} positions hold no row of {what} (nor a multiple of the "
-            "right one)"]
+            f"right one){_of_ids(off, want)}{held_zero}"]
+
+
+def _of_ids(off: np.ndarray, ids: np.ndarray) -> str:
+    """', exactly the positions of id 50256' when the positions off [N] are those of some ids and no others."""
+    wrong = np.unique(ids[off])
+    if not off.any() or off.all() or not np.array_equal(off, np.isin(ids, wrong)) or len(wrong) > 3:
+        return ""
+    return f", exactly the positions of id{'s' if len(wrong) > 1 else ''} {', '.join(map(str, wrong))}"
+
+
+def _softmax_fit(logw: np.ndarray, scores: np.ndarray, kept: np.ndarray, *, per_key: bool) -> tuple[float, bool]:
+    """How the log-weights of each head [N, T, T] follow its scores over the kept entries: log w = f s + c[query]
+    (+ g[key] when per_key), f fitted per head by least squares. Returns f's median over the heads, and whether
+    every head fits to 1e-3 (a float32 softmax's weights are exact to far less)."""
+    T = scores.shape[-1]
+    qi, kj = np.nonzero(kept)
+    columns = [np.eye(T)[qi]] + ([np.eye(T)[kj][:, 1:]] if per_key else [])
+    factors, fits = [], True
+    for lw, s in zip(logw.reshape(-1, T, T), scores.reshape(-1, T, T)):
+        design = np.column_stack([s[qi, kj], *columns])
+        solution, *_ = np.linalg.lstsq(design, lw[qi, kj], rcond=None)
+        factors.append(solution[0])
+        fits &= bool(np.abs(design @ solution - lw[qi, kj]).max() < 1e-3)
+    return float(np.median(factors)), fits
 
 
 def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
-    """_attn's weights, read by passing one-hot values (weights @ one-hot = the weights)."""
+    """_attn's weights, read by passing one-hot values (weights @ one-hot = the weights), then read against
+    softmax of the scaled scores: the scale, or the scores transposed (query and key exchanged), or a factor
+    of each key's own (a max or sum over the queries' axis)."""
     B, H, T, D = q.shape
     if D < T:
         return []
@@ -245,19 +274,49 @@ def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
     summed = f"each query weights sum to {sums.min():.3g}..{sums.max():.3g} over the keys (expected 1)"
     lines = [f"mask: {_right(leak < 1e-6, f'future keys get weight up to {leak:.3g} (expected 0)')}",
              f"normalisation: {_right(np.allclose(sums, 1, atol=1e-4), summed)}"]
-    allowed = ~future & (np.tril(np.ones((T, T), dtype=bool), -1) | np.eye(T, dtype=bool))
+    kept = ~future & np.all(w > 1e-20, axis=(0, 1))  # the past's weights, where none underflowed
     logw = np.log(np.clip(w, 1e-30, None))
-    s, lw = scores[..., allowed], logw[..., allowed]
-    s, lw = s - s.mean(-1, keepdims=True), lw - lw.mean(-1, keepdims=True)
-    factor = float((s * lw).sum() / (s * s).sum())  # log w = factor * (q.k) + a constant per row
-    followed = f"the weights follow softmax(q.k x {factor:.4g}), expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)"
-    lines.append(f"scale: {_right(abs(factor * np.sqrt(D) - 1) < 1e-3, followed)}")
+    expected = f"expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)"
+    factor, fits = _softmax_fit(logw, scores, kept, per_key=False)
+    if fits:
+        followed = f"the weights follow softmax(q.k x {factor:.4g}), {expected}"
+        lines.append(f"scale: {_right(abs(factor * np.sqrt(D) - 1) < 1e-3, followed)}")
+    elif (swapped := _softmax_fit(logw, np.swapaxes(scores, -1, -2), kept, per_key=False))[1]:
+        lines.append(f"scores: the weights follow softmax(k.q x {swapped[0]:.4g}) ({expected}), the scores "
+                     "transposed: query @ key^T is [queries, keys]; key @ query^T swaps the two")
+    elif (keyed := _softmax_fit(logw, scores, kept, per_key=True))[1]:
+        lines.append(f"softmax: each key's weight is off by a factor of its own, the same for every query (the "
+                     f"scores x {keyed[0]:.4g}): what is subtracted or divided inside it is taken over the queries "
+                     "(axis -2), not over each query's keys (axis -1)")
+    else:
+        lines.append("softmax: the weights are not softmax(q.k x c) for any one c, nor of k.q: within a query "
+                     "they are not exp of the scaled scores, normalised")
     return ["where (the weights, read through one-hot values): " + lines[0], *lines[1:]]
 
 
-def attention_layers(run, module, refs: dict) -> list[str]:
-    """c_attn and c_proj alone, on their reference inputs; then each bias alone through forward
-    (every weight 0: q = k = 0 weighs the values evenly, so each position's output is v's bias)."""
+THIRDS = ("query", "key", "value")
+
+
+def thirds_taken(got: np.ndarray, refs: dict, H: int) -> str | None:
+    """Which of c_attn's thirds forward took as query, key and value, when its output is the attention of another
+    choice of them (one may be taken twice) through c_proj: a line saying so, else None."""
+    heads = [attention_np.split_heads(t, H) for t in np.split(refs["qkv"].astype(np.float64), 3, axis=-1)]
+    for pick in itertools.product(range(3), repeat=3):
+        out = attention_np.merge_heads(attention_np.attend(*(heads[i] for i in pick)))
+        if pick != (0, 1, 2) and close(got, out @ refs["c_proj_weight"] + refs["c_proj_bias"]):
+            taken = ", ".join(f"its {THIRDS[i]} third as the {role}" for i, role in zip(pick, THIRDS, strict=True)
+                              if THIRDS[i] != role)
+            return (f"where: forward's output is the attention of c_attn's thirds taken as "
+                    f"({', '.join(THIRDS[i] for i in pick)}) for (query, key, value): it passes {taken}")
+    return None
+
+
+def attention_layers(run, module, refs: dict, got: np.ndarray, H: int) -> list[str]:
+    """Which thirds of c_attn's output forward attends with, when another choice computes its output; else c_attn
+    and c_proj alone, on their reference inputs; then each bias alone through forward (every weight 0: q = k = 0
+    weighs the values evenly, so each position's output is v's bias)."""
+    if line := thirds_taken(got, refs, H):
+        return [line]
     C = refs["ln_1"].shape[-1]
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
     c_attn = close(_out(run, module.c_attn, refs["ln_1"]),
@@ -307,11 +366,15 @@ def residual(run, fn, x: np.ndarray) -> list[str]:
     kept = "no" if k is None else f"no: it returns {k:.3g}x the stream (the stream added {k:.3g} times?)"
     stream = x if k is None else k * x  # the other two are judged on the stream as this code passes it on
     given = "" if k is None or abs(k - 1) < 1e-3 else " (on top of the stream as it passes)"
+    a = _factor(out(same, double) - stream, 2 * x)  # how many times the sub-layer's output is added
+    a = 1.0 if a is None or abs(a - 1) < 1e-3 else a
+    added = f"no: it adds {a:.3g}x the sub-layer's output (expected once, as it is)" if a != 1 else "no"
+    read = _right(close(out(double, plus_one), stream + a * (2 * x + 1)), "no")
     lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(close(passed, x), kept)}",
              f"the sub-layer's output is added to the stream (ln passing x on, the sub-layer doubling it): "
-             f"{_right(close(out(same, double), stream + 2 * x), 'no') + given}",
+             f"{_right(close(out(same, double), stream + 2 * x), added) + given}",
              f"the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: x + (2x + 1)): "
-             f"{_right(close(out(double, plus_one), stream + 2 * x + 1), 'no') + given}"]
+             f"{read + given if a == 1 else read + f' (its output taken {a:.3g}x)'}"]
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 
@@ -325,8 +388,18 @@ def block(run, module, x: np.ndarray, b) -> list[str]:
     attn_half = _loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: _out(run, module, x))
     mlp_half = _loaded(run, module, silenced("attn", C), lambda: _out(run, module, x))
     a_ok, m_ok = close(attn_half, x + b.attn(b.ln_1(x))), close(mlp_half, x + b.mlp(b.ln_2(x)))
-    lines = [f"the attention half alone (the MLP silenced): {_right(a_ok, 'is not x + attn(ln_1(x))')}",
-             f"the MLP half alone (the attention silenced): {_right(m_ok, 'is not x + mlp(ln_2(x))')}"]
+    attn_wrong, mlp_wrong = "is not x + attn(ln_1(x))", "is not x + mlp(ln_2(x))"
+    # What the attention half adds its output to, when not x: the MLP half then reads that stream.
+    base = next(((name, s) for name, s in (("ln_1(x), the normalised stream", b.ln_1(x)), ("0", 0 * x))
+                 if not a_ok and close(attn_half, s + b.attn(b.ln_1(x)))), None)
+    if base:
+        attn_wrong = (f"is {base[0].split(',')[0]} + attn(ln_1(x)): it adds its output to {base[0]}, not to x as "
+                      "it came in")
+        if not m_ok and close(mlp_half, base[1] + b.mlp(b.ln_2(base[1]))):
+            m_ok, mlp_wrong = True, ""
+    lines = [f"the attention half alone (the MLP silenced): {_right(a_ok, attn_wrong)}",
+             f"the MLP half alone (the attention silenced): {_right(m_ok, mlp_wrong)}"
+             + (f" (on the stream the attention half passes on, {base[0].split(',')[0]})" if base and m_ok else "")]
     if a_ok and m_ok:
         lines.append("each half is right alone: how they are chained is not (the MLP half reads the stream after "
                      "the attention half was added)")

@@ -25,7 +25,7 @@ from runtime.paths import CACHE, save
 
 # torch and tokenizers are imported inside the functions that use them: importing them takes seconds.
 
-FORMAT = 4  # bump when what is captured changes
+FORMAT = 5  # bump when what is captured changes
 TEXTS = (
     "The cat sat on the mat because it was tired and wanted to sleep",
     "Attention lets every token look back at the tokens that came before it",
@@ -81,6 +81,7 @@ def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
       block_in [B, T, C]       the input of block L = checkpoint.layer (wte + wpe when L is 0)
       ln_1 [B, T, C]           its ln_1 output: the attention's input
       ln_1_tiny [B, T, C]      ln_1 applied to block_in * TINY, where epsilon matters
+      ln_1_shifted [B, T, C]   ln_1 applied to shifted(block_in) (each row moved by a constant), float64
       qkv [B, T, 3C]           c_attn(ln_1): query, key and value side by side
       q, k, v [B, H, T, D]     per-head query, key and value, as Hugging Face lays them out
       heads [B, H, T, D]       softmax(q k^T / sqrt(D) + causal mask) v, per head
@@ -102,6 +103,15 @@ def activations(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
 
 OFFSET = 5  # cached tokens before the sequence, for position embeddings
 TINY = 1e-3  # scales activations so that LayerNorm's epsilon changes the result
+
+
+def shifted(x: np.ndarray) -> np.ndarray:
+    """x [B, T, C] float32 with each row moved by a constant, -1 .. 1 times the row's own standard deviation, as
+    float32. GPT-2's residual stream has rows whose mean is not 0 (a few channels grow large in later
+    layers): LayerNorm's output does not move with it, a centring that is nearly right does."""
+    B, T, _ = x.shape
+    k = np.linspace(-1.0, 1.0, B * T).reshape(B, T, 1)
+    return (x + k * x.std(-1, keepdims=True)).astype(np.float32)
 
 
 def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, np.ndarray]:
@@ -149,6 +159,9 @@ def _compute_activations(checkpoint: Checkpoint, ids: np.ndarray) -> dict[str, n
         "ids": ids, "q": q, "k": k, "v": v, "heads": heads,
         "wte": wte(tokens), "wpe": wpe(torch.arange(T)), "wpe_offset": wpe(torch.arange(OFFSET, OFFSET + T)),
         "ln_1_tiny": block.ln_1(seen["block_in"] * TINY),
+        "ln_1_shifted": torch.nn.functional.layer_norm(  # in float64: float32's rounding of it is the learner's
+            torch.from_numpy(shifted(seen["block_in"].numpy())).double(), (C,), block.ln_1.weight.double(),
+            block.ln_1.bias.double(), block.ln_1.eps),
         "last_hidden": last_hidden, "hidden": torch.stack(out.hidden_states), "logits": model.lm_head(last_hidden),
         "c_attn_weight": attn.c_attn.weight, "c_attn_bias": attn.c_attn.bias,
         "c_proj_weight": attn.c_proj.weight, "c_proj_bias": attn.c_proj.bias,

@@ -1,8 +1,10 @@
 """Step 03: the learner's LayerNorm against Hugging Face's `h[0].ln_1`.
 
 Parts: construction (weight and bias of shape [C] that GPT-2's ln_1 loads
-into), forward on the block's real input, and forward on the same input
-scaled by 1e-3, where the variance is small enough for epsilon to matter.
+into), forward on the block's real input, forward on the same input scaled
+by 1e-3, where the variance is small enough for epsilon to matter, and
+forward on the same rows each shifted by a constant (-1 .. 1 times its
+standard deviation), where a centring that is nearly right is not.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from checker.diagnosis import localise
 from checker.diagnosis.compiled import Probe, layer_module
 from checker.harness.runner import StepRun
-from checker.references.reference import TINY, activations, token_ids
+from checker.references.reference import TINY, activations, shifted, token_ids
 from checker.reporting.compare import ONE_LAYER
 from checker.reporting.report import Report
 from checker.running.tensors import tensor
@@ -50,7 +52,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run = StepRun("03", CLASS, path, checkpoint,
                   f"h[{checkpoint.layer}]'s input{' (wte + wpe)' if checkpoint.layer == 0 else ''} for {inputs}; "
                   f"float32, {ONE_LAYER}",
-                  ["construction", "forward", "forward, tiny inputs"], timeout=timeout)
+                  ["construction", "forward", "forward, tiny inputs", "forward, shifted rows"], timeout=timeout)
     step = run.import_step()
     cls = step and run.need(step, CLASS)
     if cls is None:
@@ -64,7 +66,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.finish("needs construction to pass (the weights must load)")
     args = (state["weight"].astype(np.float64), state["bias"].astype(np.float64), eps)
     for name, x, want in (("forward", refs["block_in"], refs["ln_1"]),
-                          ("forward, tiny inputs", refs["block_in"] * TINY, refs["ln_1_tiny"])):
+                          ("forward, tiny inputs", refs["block_in"] * TINY, refs["ln_1_tiny"]),
+                          ("forward, shifted rows", shifted(refs["block_in"]), refs["ln_1_shifted"])):
         run.run_part(name, module, (x,), want, AXES, MISTAKES, args,
                      localise=lambda got, x=x: localise.layer_norm(run, module, x.astype(np.float64), *args))
     return run.finish()

@@ -1,4 +1,5 @@
-"""Step 05: the learner's token embedding against Hugging Face's `wte` on the check's token ids."""
+"""Step 05: the learner's token embedding against Hugging Face's `wte` on the check's token ids, then on the
+table's first and last ids (0, 1, V - 2 and V - 1, GPT-2's <|endoftext|>), which text rarely holds."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     config = checkpoint.learner_config()
     state = hf_state(checkpoint, "transformer.wte.", ["weight"])
     run = StepRun("05", "GPT2TokenEmbedding", path, checkpoint, f"{inputs}; float32, {ONE_LAYER}",
-                  ["construction", "forward"], timeout=timeout)
+                  ["construction", "forward", "forward, first and last ids"], timeout=timeout)
     cls = (step := run.import_step()) and run.need(step, "GPT2TokenEmbedding", BOOK)
     if cls is None:
         return run.finish("needs GPT2TokenEmbedding")
@@ -50,7 +51,17 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
         return run.report
     run.run_part("forward", lambda: module(int_tensor(ids)), (), refs["wte"], ("sequences", "positions", ""),
                  TOKEN_MISTAKES, (table, ids), localise=lambda got: rows(got, table, ids, "wte"))
+    V = len(table)
+    edges = np.array([[0, 1, V - 2, V - 1], [V - 1, 0, V - 1, 1]], dtype=np.int64)  # [2, 4]
+    run.run_part("forward, first and last ids", lambda: module(int_tensor(edges)), (), state_rows(state, edges),
+                 ("sequences", "positions", ""), TOKEN_MISTAKES, (table, edges),
+                 localise=lambda got: rows(got, table, edges, "wte"))
     return run.finish()
+
+def state_rows(state: dict, ids: np.ndarray) -> np.ndarray:
+    """The rows of the loaded table (Hugging Face's wte.weight) at ids [B, T] -> [B, T, C]: what wte(ids) is."""
+    return next(iter(state.values()))[ids]
+
 
 PROBE = Probe("05", "GPT2TokenEmbedding", table_module("GPT2TokenEmbedding", "wte"),
               lambda r: [(r["ids"], (BATCH, SEQ))], lambda r: r["wte"], ("sequences", "positions", ""))

@@ -104,16 +104,16 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     if run.report.parts[0].status != PASS:
         run.todo_only(["forward"], module, tensor(refs["ln_1"]))
         return run.finish("needs construction to pass (the weights must load)")
+    broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
     composed = [
-        *FORWARD_MISTAKES,
+        *([] if broken else FORWARD_MISTAKES),  # a failing part it uses is named, not forward's own code
         *(_forward_with("split", m) for m in SPLIT_MISTAKES),
         *(_forward_with("merge", m) for m in MERGE_MISTAKES),
         *(_forward_with("attn", m) for m in ATTN_MISTAKES),
     ]
-    broken = [p.name for p in run.report.parts[1:] if p.status != PASS]
     # With a part it uses failing, forward is not probed: nothing may blame forward itself.
     fwd = run.run_part("forward", module, (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
-                       localise=None if broken else lambda got: localise.attention_layers(run, module, refs))
+                       localise=None if broken else lambda got: localise.attention_layers(run, module, refs, got, H))
     if fwd.status != PASS and broken:
         fwd.details.insert(0, f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
     run.compiled_part(step, checkpoint, refs)

@@ -13,7 +13,7 @@ and then a sampler's mistakes cannot show). Parts:
   top_k=1          sampling that may only pick the best token must be greedy
   seeded sampling  the same seed gives the same tokens, another seed others, one
                    generator serves the whole generation, every token is in the top_k
-  distribution     next_token's draws follow softmax(logits / T) over the top k
+  distribution     next_token's draws follow softmax(logits / T) over the top k, on logits far below 0
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from checker.steps.step12.reference import (
     DRAWS,
     EOS,
     EOS_SCRIPT,
+    LOW,
     NEAR_TIE,
     SPREAD,
     TEMPERATURE,
@@ -135,10 +136,15 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 
     def tokens(model, ids, n, **kw) -> list[int]:
         def run_generate():
-            made = generate(model, list(ids), n, **kw)
+            given = list(ids)
+            made = generate(model, given, n, **kw)
             if made is None:
                 raise LearnerError("generate returned None: it should `yield` each new token id")
-            return list(made)
+            out = list(made)
+            if given != list(ids):
+                raise LearnerError(f"generate changed the list of ids it was given (the caller's prompt, "
+                                   f"{len(ids)} ids, now {len(given)}): build its own (ids = list(input_ids))")
+            return out
 
         return [int(t) for t in run.call(run_generate)]
 
@@ -154,6 +160,9 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(_top_k_part(run, fns["next_token"]))
     run.add(_distribution_part(run, fns["next_token"]))
     return run.finish()
+
+
+WIDE = "Café 🐱 naïve"  # characters of 2 and 4 bytes, some split across tokens
 
 
 def _encode_decode_part(run: StepRun, encode, decode, tokenizer, prompt: list[int], want: list[int]) -> Part:
@@ -175,7 +184,16 @@ def _encode_decode_part(run: StepRun, encode, decode, tokenizer, prompt: list[in
         raw = "".join(tokenizer.id_to_token(i) for i in ids)
         return Part(name, FAIL, f"decode gave {text[:40]!r}, expected {wanted_text[:40]!r}",
                     mistake=RAW_TOKENS if text == raw else None)
-    return Part(name, PASS, f"{len(prompt)} ids and back to the same text", margin=0.0)
+    wide = [i for i in tokenizer.encode(WIDE).ids if i < tokenizer.get_vocab_size()]
+    try:
+        text = run.call(decode, tokenizer, wide)
+    except LearnerError as e:
+        return Part.from_error(name, e)
+    if text != (wanted_text := tokenizer.decode(wide)):
+        return Part(name, FAIL, f"decode of {WIDE!r}'s {len(wide)} ids gave {text!r}, expected {wanted_text!r}: a "
+                    "character of more than one byte can take more than one token, whose bytes are a character only "
+                    "together: decode the whole list at once")
+    return Part(name, PASS, f"{len(prompt)} ids and back to the same text; {WIDE!r} too", margin=0.0)
 
 
 def greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
@@ -300,16 +318,20 @@ def _top_k_part(run: StepRun, next_token) -> Part:
 
 def _distribution_part(run: StepRun, next_token) -> Part:
     try:
-        draws = _draws(run, next_token, SPREAD, DRAWS, TEMPERATURE, TOP_K)
+        draws = _draws(run, next_token, LOW, DRAWS, TEMPERATURE, TOP_K)
     except LearnerError as e:
-        return Part.from_error("distribution", e)
-    return scored(draws, "next_token", f"{DRAWS} draws from {CANDIDATES} spread logits at T={TEMPERATURE}, "
-                   f"top_k={TOP_K}", TOP_K, TV_LIMIT)
+        part = Part.from_error("distribution", e)
+        if part.status == FAIL:
+            part.details.append(f"the logits were {CANDIDATES} spread float32 ones around -250: divided by T their "
+                                "exp is 0, even in float64, unless the largest is subtracted first")
+        return part
+    return scored(draws, "next_token", f"{DRAWS} draws from {CANDIDATES} spread float32 logits around -250 at "
+                  f"T={TEMPERATURE}, top_k={TOP_K}", TOP_K, TV_LIMIT)
 
 
 def scored(draws: list[int], who: str, setting: str, top_k: int | None, limit: float) -> Part:
-    """The "distribution" part: `who`'s draws from SPREAD at TEMPERATURE against softmax(logits / T)
-    over the top_k (every logit when None), by total variation; a failure names the closest
+    """The "distribution" part: `who`'s draws from SPREAD (or LOW, the same less 250) at TEMPERATURE against
+    softmax(logits / T) over the top_k (every logit when None), by total variation; a failure names the closest
     distribution mistake when it lies within `limit`."""
     name = "distribution"
     if any(not 0 <= t < CANDIDATES for t in draws):

@@ -18,6 +18,10 @@ EOS = 50256  # GPT-2's <|endoftext|>
 # under a tenth of TV_LIMIT.
 CANDIDATES, SLOPE, TEMPERATURE, TOP_K, DRAWS, TV_LIMIT = 50, 0.5, 0.3, 10, 20_000, 0.1
 SPREAD = -SLOPE * np.random.default_rng(12).permutation(CANDIDATES).astype(np.float64)
+# The same logits far below 0, as float32 as a model's (GPT-2's lie around -100): divided by TEMPERATURE they
+# are below -800, whose exp is 0 even in float64, so a softmax that does not subtract the largest first gets
+# 0 / 0. Every distribution here is the same for both.
+LOW = (SPREAD - 250.0).astype(np.float32)
 # The top_k part: ten logits almost tied, the eleventh just below them (it would get ~9%).
 NEAR_TIE = -np.concatenate([np.linspace(0.0, 0.09, TOP_K), 0.1 + 0.3 * np.arange(CANDIDATES - TOP_K)])
 TOP_K_DRAWS = 2000

@@ -242,7 +242,27 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
     if shapes != {tuple(want_shape)}:
         return Part(name, FAIL, f"after {SPLIT} + {T - SPLIT} tokens the cache holds {sorted(shapes)}, "
                     f"expected {2 * L} tensors {want_shape}", mistake=CACHE_NOT_APPENDED)
+    if layout := _layout_problem(cache, refs, checkpoint.layer):
+        return Part(name, FAIL, f"{setting}: logits right; {layout}")
     return Part(name, PASS, f"{setting}: logits {v.summary}; cache {2 * L} x {want_shape}", margin=v.margin)
+
+
+def _layout_problem(cache: list, refs: dict, layer: int) -> str | None:
+    """What is wrong with where the cache holds block `layer`'s keys and values (Hugging Face's, refs k and v
+    [B, H, T, D]), which the later steps read at 2 x layer and 2 x layer + 1; None when they are there."""
+    held = [to_numpy(c, "a cache tensor") for c in cache]
+
+    def at(want: np.ndarray) -> list[int]:
+        return [i for i, c in enumerate(held) if compare(c, want, axes=(), mistakes=[], tol=WHOLE_MODEL).ok]
+
+    keys, values = at(refs["k"]), at(refs["v"])
+    if 2 * layer in keys and 2 * layer + 1 in values:
+        return None
+    found = ", ".join(f"its {what} at cache[{where[0]}]" for what, where in (("keys", keys), ("values", values))
+                      if where)
+    return (f"the cache does not hold block {layer}'s keys at cache[{2 * layer}] and its values at "
+            f"cache[{2 * layer + 1}]{f' ({found})' if found else ''}: the cache is k_0, v_0, k_1, v_1, ...: block "
+            "i's keys at 2i, its values at 2i + 1, the order later steps read it in")
 
 
 def _placed(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoint, ids: np.ndarray) -> list[str]:
