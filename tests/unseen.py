@@ -152,6 +152,22 @@ UNSEEN: list[Mutation] = [
              "        return tensor.transpose(-3, -2)  # [B, H, T, D]",
              "return tensor.reshape(new_shape).permute([0, 2, 3, 1])", ("_split_heads",)),
 
+    Mutation("07", "merge-positions-first",
+             "tensor = tensor.transpose(-3, -2)  # [B, T, H, D]\n"
+             "        new_shape = list(tensor.shape[:-2]) + [num_heads * attn_head_size]",
+             "B, H, T, D = tensor.shape\n        tensor = tensor.permute([2, 0, 1, 3])\n"
+             "        new_shape = [B, T, H * D]",
+             ("axes T, B, H, D",)),
+    Mutation("07", "split-called-with-sizes-swapped",
+             ("query = self._split_heads(query, self.num_heads, self.head_dim)",
+              "key = self._split_heads(key, self.num_heads, self.head_dim)",
+              "value = self._split_heads(value, self.num_heads, self.head_dim)",
+              "attn_output = self._merge_heads(attn_output, self.num_heads, self.head_dim)"),
+             ("query = self._split_heads(query, self.head_dim, self.num_heads)",
+              "key = self._split_heads(key, self.head_dim, self.num_heads)",
+              "value = self._split_heads(value, self.head_dim, self.num_heads)",
+              "attn_output = self._merge_heads(attn_output, self.head_dim, self.num_heads)"),
+             ("how forward calls it",)),
     # ---- step 08: residual_step ----
     Mutation("08", "residual-stream-twice", _RESIDUAL,
              "return residual + sublayer(ln(hidden_states)) + residual", _STREAM),

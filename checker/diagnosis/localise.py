@@ -311,6 +311,38 @@ def thirds_taken(got: np.ndarray, refs: dict, H: int) -> str | None:
     return None
 
 
+def _moved(split: tuple[int, ...], names: str, order: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """'x.reshape([2, 12, 10, 64]).permute([0, 2, 1, 3]).reshape([2, 10, 768]) (axes B, T, H, D)'"""
+    return (f"x.reshape({list(split)}).permute({list(order)}).reshape({list(want)}) "
+            f"(axes {', '.join(names[i] for i in order)})")
+
+
+def layout(run, fn, shape: tuple[int, ...], args: tuple, splits: list[tuple[tuple[int, ...], str]],
+           want: tuple[int, ...], order: tuple[int, ...]) -> list[str]:
+    """Where a function that only moves values (a reshape, a transpose) puts each: it is run on 0, 1, 2, ...
+    laid out as `shape`, then read as x.reshape(split).permute(o).reshape(want) for each view (split, the axes'
+    names) in `splits` and every order o of its axes; the first view with `order` is the expected one. Else
+    the first output position that holds another input position's value."""
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    try:
+        got = _out(run, fn, x, *args)
+    except Exception:  # noqa: BLE001 - a probe that cannot run says nothing
+        return []
+    if got.shape != want or not np.array_equal(np.sort(got, axis=None), x.ravel()):
+        return []  # not a rearrangement of its input
+    expected = _moved(*splits[0], order, want)
+    for split, names in splits:
+        for o in itertools.permutations(range(len(split))):
+            if np.array_equal(x.reshape(split).transpose(o).reshape(want), got):
+                return [f"where: your output holds the input's values as {_moved(split, names, o, want)} would; "
+                        f"expected {expected}"]
+    wanted = x.reshape(splits[0][0]).transpose(order).reshape(want)
+    at = np.unravel_index(int(np.flatnonzero(got != wanted)[0]), want)
+    return [f"where: your output at {list(map(int, at))} holds the input's value at "
+            f"{list(map(int, np.unravel_index(int(got[at]), shape)))}, expected the one at "
+            f"{list(map(int, np.unravel_index(int(wanted[at]), shape)))}: {expected}"]
+
+
 def attention_layers(run, module, refs: dict, got: np.ndarray, H: int) -> list[str]:
     """Which thirds of c_attn's output forward attends with, when another choice computes its output; else c_attn
     and c_proj alone, on their reference inputs; then each bias alone through forward (every weight 0: q = k = 0

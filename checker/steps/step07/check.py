@@ -47,6 +47,12 @@ def _forward_with(part: str, m: Mistake) -> Mistake:
     return dataclasses.replace(m, compute=partial(ref.forward, **{part: m.compute}))
 
 
+def _right_alone(mistake: Mistake) -> str | None:
+    """The method ("_split_heads" or "_merge_heads") whose own mistake forward's output is: one that passed alone."""
+    return next((f"_{part}_heads" for part, ms in (("split", SPLIT_MISTAKES), ("merge", MERGE_MISTAKES))
+                 if mistake.id in {m.id for m in ms}), None)
+
+
 def _construct(cls, config, checkpoint, run: StepRun) -> tuple[object, Part]:
     """Builds the learner's module and loads GPT-2's weights into it."""
     C = config.n_embd
@@ -94,9 +100,15 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 
     query = refs["qkv"][..., :C]
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
-    run.run_part("_split_heads", method("_split_heads"), (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES, (H,))
+    B, T = query.shape[:2]
+    run.run_part("_split_heads", method("_split_heads"), (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES, (H,),
+                 localise=lambda got: localise.layout(run, method("_split_heads"), (B, T, C), (H, D),
+                                                      [((B, T, H, D), "BTHD"), ((B, T, D, H), "BTDH")],
+                                                      (B, H, T, D), (0, 2, 1, 3)))
     run.run_part("_merge_heads", method("_merge_heads"), (refs["heads"], H, D), refs["merged"], TOKEN_AXES,
-                 MERGE_MISTAKES)
+                 MERGE_MISTAKES, localise=lambda got: localise.layout(run, method("_merge_heads"), (B, H, T, D),
+                                                                      (H, D), [((B, H, T, D), "BHTD")], (B, T, C),
+                                                                      (0, 2, 1, 3)))
     run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES,
                  localise=lambda got: localise.attention(run, method("_attn"), refs["q"].astype(np.float64),
                                                          refs["k"].astype(np.float64)))
@@ -116,6 +128,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                        localise=None if broken else lambda got: localise.attention_layers(run, module, refs, got, H))
     if fwd.status != PASS and broken:
         fwd.details.insert(0, f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
+    elif fwd.status != PASS and fwd.mistake and (alone := _right_alone(fwd.mistake)):
+        fwd.details.append(f"forward computes what the likely mistake below would, yet your {alone} is right on "
+                           f"its own, called as the check calls it ({alone}(tensor, num_heads, attn_head_size)): "
+                           "look at how forward calls it (the arguments, their order)")
     run.compiled_part(step, checkpoint, refs)
     return run.finish("runs once the parts above pass")
 
