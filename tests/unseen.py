@@ -260,6 +260,12 @@ UNSEEN: list[Mutation] = [
              ("changed the list",)),
     Mutation("12", "decode-token-by-token", "return tokenizer.decode(ids)",
              'return "".join(tokenizer.decode([i]) for i in ids)', ("whole list at once",)),
+    Mutation("12", "top-k-ids-and-logits-sorted-apart",
+             ("        kth = np.sort(logits)[-top_k]\n"
+              "        logits = np.where(logits < kth, -np.inf, logits)  # everything below the k-th best is out\n",
+              "return int(rng.choice(len(probs), p=probs))"),
+             ("        candidates = np.argsort(logits)[-top_k:]\n        logits = np.sort(logits)[::-1][:top_k]\n",
+              "return int(rng.choice(candidates if top_k is not None else len(probs), p=probs))"), ("other ids",)),
     Mutation("12", "loop-one-short", "    for _ in range(max_new_tokens):\n",
              "    for _ in range(max_new_tokens - 1):\n", ("greedy",)),
 

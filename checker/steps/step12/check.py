@@ -345,8 +345,22 @@ def scored(draws: list[int], who: str, setting: str, top_k: int | None, limit: f
     distance, closest = min((0.5 * np.abs(seen - m.compute(SPREAD, top_k)).sum(), i)
                             for i, m in enumerate(DISTRIBUTION_MISTAKES))
     over = " over the top k" if top_k is not None else ""
+    named = DISTRIBUTION_MISTAKES[closest] if distance <= limit else None
     return Part(name, FAIL, f"{setting}: total variation {tv:.3f} > {limit} from softmax(logits / T){over}",
-                mistake=DISTRIBUTION_MISTAKES[closest] if distance <= limit else None, margin=float(tv / limit))
+                [] if named else _ids_moved(seen, expected(SPREAD, TEMPERATURE, top_k), limit),
+                mistake=named, margin=float(tv / limit))
+
+
+def _ids_moved(seen: np.ndarray, want: np.ndarray, limit: float) -> list[str]:
+    """When the draws' probabilities are the right ones, sorted, but on other ids: which logit ranks the most
+    drawn ids have (1 = the best logit)."""
+    if 0.5 * np.abs(np.sort(seen) - np.sort(want)).sum() > limit:
+        return []
+    rank = {t: int((SPREAD > SPREAD[t]).sum()) + 1 for t in range(CANDIDATES)}
+    drawn = [rank[int(t)] for t in np.argsort(-seen, kind="stable")[:3]]
+    return [f"the probabilities are the right ones, on other ids: the three most drawn are the logits ranked "
+            f"{', '.join(map(str, drawn))} (expected 1, 2, 3): each probability goes with another id than its logit's "
+            "(ids and logits sorted in different orders?)"]
 
 
 BOOK = GENERATE  # the online book's step 12: generate_next_token and generate_tokens
