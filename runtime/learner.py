@@ -64,8 +64,34 @@ def _learner_line(tb) -> tuple[str, str] | None:
 
 
 def _step_of(where: str | None) -> str | None:
-    m = re.search(r"step_(\d\d)\.py", where or "")
+    m = re.search(r"(?:step|solution)_(\d\d)\.py", where or "")
     return m.group(1) if m else None
+
+
+def _held(value) -> str | None:
+    """'[1, 50257]' for an array or a tensor, 'a list of 10' for a list; None for anything else."""
+    if (shape := getattr(value, "shape", None)) is not None and hasattr(value, "dtype"):
+        return str([int(d) for d in shape])
+    return f"a list of {len(value)}" if isinstance(value, list) else None
+
+
+def _called_from(tb, checking: Path) -> str:
+    """When the error is raised inside another step's function, the line of the checked file that called it and
+    what that call handed it (its arguments' shapes): that step passes its own check, so the call is suspect."""
+    entries = list(traceback.walk_tb(tb))
+    ours = [i for i, (frame, _) in enumerate(entries) if Path(frame.f_code.co_filename).resolve() == checking]
+    if not ours or ours[-1] + 1 >= len(entries):
+        return ""
+    (caller, line), (callee, _) = entries[ours[-1]], entries[ours[-1] + 1]
+    other = _step_of(callee.f_code.co_filename)
+    if other in (None, _step_of(str(checking))):
+        return ""
+    code = callee.f_code
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    handed = ", ".join(f"{n} {held}" for n in names if (held := _held(callee.f_locals.get(n))))
+    source = linecache.getline(caller.f_code.co_filename, line).strip()
+    return (f"\n    called from {shown(checking)}:{line}: {source}\n    step {other}'s {code.co_name} raised it"
+            + (f", handed {handed}" if handed else "") + f": is that what step {other} takes?")
 
 
 def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
@@ -104,7 +130,8 @@ def explain(e: BaseException, *, checking: Path | None = None) -> LearnerError:
         return LearnerError(kernel_package_problem(Path(found[1])) + at, where=where)
     if isinstance(e, RecursionError):
         return LearnerError(f"infinite recursion: a method calls itself{at}", where=where)
-    return LearnerError(f"{type(e).__name__}: {first_line(e)}{at}", where=where)
+    called = _called_from(e.__traceback__, checking.resolve()) if checking else ""
+    return LearnerError(f"{type(e).__name__}: {first_line(e)}{at}{called}", where=where)
 
 
 def package_of(folder: Path) -> str:

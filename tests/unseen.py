@@ -292,6 +292,8 @@ UNSEEN: list[Mutation] = [
              ("keys, values = [], []\n", "cache[i], cache[len(t.h) + i])",
               "            keys.append(key)\n            values.append(value)\n",
               "        new_cache = keys + values\n        last = t.ln_f"), ("k_0, v_0",)),
+    Mutation("13", "generate-hands-the-sampler-a-batch", "np.from_dlpack(logits)[0]", "np.from_dlpack(logits)",
+             ("called from",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),
