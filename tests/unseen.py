@@ -294,6 +294,11 @@ UNSEEN: list[Mutation] = [
               "        new_cache = keys + values\n        last = t.ln_f"), ("k_0, v_0",)),
     Mutation("13", "generate-hands-the-sampler-a-batch", "np.from_dlpack(logits)[0]", "np.from_dlpack(logits)",
              ("called from",)),
+    Mutation("13", "merge-by-reshape-alone",
+             "output = attn.c_proj(attn._merge_heads(heads, attn.num_heads, attn.head_dim))",
+             "output = attn.c_proj(heads.reshape(list(hidden_states.shape)))", ("one new position only",)),
+    Mutation("13", "cache-read-by-layer-then-kind", "cache[2 * i], cache[2 * i + 1])",
+             "cache[i], cache[i + len(t.h)])", ("cache entries",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),

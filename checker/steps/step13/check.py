@@ -195,11 +195,35 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
         v = compare(out, refs["attn"][:, P:P + T], axes=("sequences", "positions", ""),
                     mistakes=mistake_outputs(OUTPUT_MISTAKES, *inputs))
         if not v.ok:
-            return Part(name, FAIL, f"{case}, the output: {v.summary}", v.details, v.mistake, v.margin)
+            return Part(name, FAIL, f"{case}, the output: {v.summary}",
+                        v.details + ([] if v.mistake else _outputs_by_case(run, attention_with_cache, attn, refs)),
+                        v.mistake, v.margin)
         verdicts.append(v)
     worst = max(verdicts, key=lambda v: v.margin or 0.0)
     shown = ", ".join(f"P={P} T={T}" for P, T in CASES)
     return Part(name, PASS, f"{shown}: output, keys and values; worst {worst.summary}", margin=worst.margin)
+
+
+def _outputs_by_case(run: StepRun, attention_with_cache, attn, refs: dict) -> list[str]:
+    """Which of CASES attention_with_cache's output is right on, when some are: a line saying so, and when exactly
+    those with one new position are, what differs with more."""
+    right = {}
+    for P, T in CASES:
+        x, pk, pv = refs["ln_1"][:, P:P + T], refs["k"][:, :, :P], refs["v"][:, :, :P]
+        try:
+            out = _outputs(run.call(attention_with_cache, attn, tensor(x), tensor(pk), tensor(pv)), 3,
+                           "attention_with_cache")[0]
+        except LearnerError:
+            return []
+        right[P, T] = compare(out, refs["attn"][:, P:P + T], axes=(), mistakes=[]).ok
+    if not any(right.values()):
+        return []
+    line = ("the output is right at " + ", ".join(f"P={P} T={T}" for (P, T), ok in right.items() if ok)
+            + "; off at " + ", ".join(f"P={P} T={T}" for (P, T), ok in right.items() if not ok))
+    if all(ok == (T == 1) for (_, T), ok in right.items()):
+        line += (": right with one new position only, so what differs with more (the heads merged back, [B, H, T, "
+                 "D] moved to [B, T, H, D] before the reshape; the mask among the new positions)")
+    return [line]
 
 
 def _step(fn, ids: np.ndarray, cache: list, n_layer: int, what: str) -> tuple[np.ndarray, list]:
@@ -276,7 +300,10 @@ def _placed(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoint, i
             run.call(_step, cached, ids[None, SPLIT:], cache, L, "GPT2WithCache")
     except LearnerError:
         return []
+    alone = any(p.name == "attention with cache" and p.status == PASS for p in run.report.parts)
     return place_positions(recorded, load_hf_model(checkpoint), ids.tolist(), 0, SPLIT, L, attention=lambda i: (
+        f"what forward hands attention_with_cache, which passes its own part (ln_1(x), and this block's cache "
+        f"entries: cache[{2 * i}] and cache[{2 * i + 1}])" if alone else
         "attention_with_cache (the keys and values of earlier positions it reads back from this block's cache, "
         "the new ones it adds, the mask's offset, the scale)"))
 
