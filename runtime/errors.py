@@ -117,6 +117,12 @@ _TRANSLATED = [
      lambda m: f"F.gather was given index {m.group(1)}, but the axis it reads has {m.group(2)} entries (0 to "
                f"{int(m.group(2)) - 1}): look at how the indices are made (an id past the table, a position past "
                f"n_positions, an offset off by one)"),
+    # a compiled graph called with inputs that disagree on one of its symbols
+    (r'^An error occurred in kernel entry point named "[^"]*":\n(?:An error occurred in kernel named "[^"]*":\n)*'
+     r"symbolic dimension '(\w+)' for input (\d+) does not match prior uses",
+     lambda m: f"the compiled model was called with inputs that disagree on its symbolic dimension {m.group(1)!r}: "
+               f"its input {m.group(2)} (counting from 0) has another {m.group(1)} than the inputs before it; every "
+               f"input must have the same {m.group(1)} (a cache made for another number of sequences?)"),
     (r'^An error occurred in kernel entry point named "([^"]*)":\n(?:An error occurred in kernel named "[^"]*":\n)*'
      r"(.+)",
      lambda m: f"MAX's kernel {m.group(1).strip('_')} stopped: {m.group(2).strip()}"),

@@ -152,6 +152,24 @@ def test_a_symbolic_dimension_where_an_int_is_needed_is_translated():
     assert said.startswith("int() of the symbolic dimension 'T'"), said
 
 
+def test_inputs_that_disagree_on_a_symbol_are_translated():
+    """A compiled model called with a cache of another batch than its ids: MAX's kernel error, in words."""
+    from max.dtype import DType
+    from max.experimental.nn import Module
+    from max.experimental.tensor import Tensor
+    from max.graph import DeviceRef, TensorType
+
+    class Add(Module):
+        def forward(self, a, b):
+            return a + b
+
+    add = Add().compile(*(TensorType(DType.float32, ["batch", 4], device=DeviceRef.CPU()) for _ in range(2)))
+    said = _raised(lambda: add(Tensor.from_dlpack(np.zeros((1, 4), np.float32)),
+                               Tensor.from_dlpack(np.zeros((3, 4), np.float32))))
+    assert said.startswith("the compiled model was called with inputs that disagree on its symbolic dimension "
+                           "'batch': its input 1"), said
+
+
 def test_a_wide_axis_is_named_in_one_line():
     """Thousands of differing vocabulary entries: the first runs and the count, not a wall of numbers."""
     from checker.reporting.compare import where_differs

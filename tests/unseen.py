@@ -299,6 +299,8 @@ UNSEEN: list[Mutation] = [
              "output = attn.c_proj(heads.reshape(list(hidden_states.shape)))", ("one new position only",)),
     Mutation("13", "cache-read-by-layer-then-kind", "cache[2 * i], cache[2 * i + 1])",
              "cache[i], cache[i + len(t.h)])", ("cache entries",)),
+    Mutation("13", "cache-for-the-prompt-length", "empty_cache(config, 1)", "empty_cache(config, len(input_ids))",
+             ("another number of sequences",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),

@@ -389,6 +389,18 @@ def _calls_problem(calls: list[tuple[int, int]], prompt_length: int) -> tuple[st
     return None
 
 
+def _greedy_part(greedy: list[int], calls: list[tuple[int, int]], prompt: list[int], want: list[int]) -> Part:
+    """generate_with_cache's greedy ids against Hugging Face's, and how it called the model (`calls`)."""
+    problem = _calls_problem(calls, len(prompt)) if calls else ("the model was never called", None)
+    if problem:
+        return Part("generate", FAIL, f"{problem[0]} (calls as (new tokens, cached positions): {calls[:4]}...)",
+                    mistake=problem[1])
+    if greedy != want:
+        return Part("generate", FAIL, f"greedy on your compiled model with its cache: {first_difference(greedy, want)}")
+    return Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the prompt "
+                f"({len(prompt)} tokens) once, then 1 position per call, {len(calls)} calls", margin=0.0)
+
+
 def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpoint: Checkpoint) -> None:
     tokenizer = tokenizer_of(checkpoint)
     prompt = tokenizer.encode(PROMPT).ids
@@ -405,21 +417,9 @@ def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpo
 
     recorder = Recorder(compiled)
     try:
-        greedy = tokens(recorder, prompt, NEW_TOKENS)
+        run.add(_greedy_part(tokens(recorder, prompt, NEW_TOKENS), recorder.calls, prompt, want))
     except LearnerError as e:
         run.add(Part.from_error("generate", e))
-        return
-    problem = _calls_problem(recorder.calls, len(prompt)) if recorder.calls else ("the model was never called", None)
-    if problem:
-        run.add(Part("generate", FAIL, f"{problem[0]} (calls as (new tokens, cached positions): "
-                     f"{recorder.calls[:4]}...)", mistake=problem[1]))
-    elif greedy != want:
-        run.add(Part("generate", FAIL,
-                     f"greedy on your compiled model with its cache: {first_difference(greedy, want)}"))
-    else:
-        run.add(Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the "
-                     f"prompt ({len(prompt)} tokens) once, then 1 position per call, {len(recorder.calls)} calls",
-                     margin=0.0))
     loop_fails = run.report.parts[-1].status != PASS
     for name, part in (("eos", lambda: eos_part(tokens, prompt, ScriptedCachedModel)),
                        ("seeded sampling", lambda: seeded_part(tokens, prompt, ScriptedCachedModel))):
