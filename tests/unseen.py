@@ -266,6 +266,8 @@ UNSEEN: list[Mutation] = [
               "return int(rng.choice(len(probs), p=probs))"),
              ("        candidates = np.argsort(logits)[-top_k:]\n        logits = np.sort(logits)[::-1][:top_k]\n",
               "return int(rng.choice(candidates if top_k is not None else len(probs), p=probs))"), ("other ids",)),
+    Mutation("12", "loop-counts-the-whole-sequence", "    for _ in range(max_new_tokens):\n",
+             "    while len(ids) < max_new_tokens:\n", ("prompt's length",)),
     Mutation("12", "loop-one-short", "    for _ in range(max_new_tokens):\n",
              "    for _ in range(max_new_tokens - 1):\n", ("greedy",)),
 

@@ -201,9 +201,10 @@ def greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
     if greedy == want:
         return Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}...", margin=0.0)
     mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
-    return Part("greedy", FAIL, first_difference(greedy, want),
-                [] if mistake else ["hint: feed the whole sequence so far, take logits[0, -1], pick np.argmax"],
-                mistake)
+    counted = len(greedy) != len(want) and greedy[:len(want)] == want[:len(greedy)]
+    return Part("greedy", FAIL, first_difference(greedy, want, len(prompt)),
+                [] if mistake or counted else ["hint: feed the whole sequence so far, take logits[0, -1], pick "
+                                               "np.argmax"], mistake)
 
 
 def eos_part(tokens, prompt: list[int], scripted_class=None) -> Part:
@@ -273,9 +274,17 @@ def seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
                 margin=0.0)
 
 
-def first_difference(got: list[int], want: list[int]) -> str:
+def first_difference(got: list[int], want: list[int], prompt_length: int | None = None) -> str:
+    """Where generated ids part from the expected ones; a count that is off by the prompt's length is said so."""
     if len(got) != len(want):
-        return f"{len(got)} tokens, expected {len(want)}"
+        said = f"{len(got)} tokens, expected {len(want)}"
+        n = min(len(got), len(want))
+        if n and got[:n] == want[:n]:
+            said += f"; the {n} {'it gave' if n == len(got) else 'expected'} match"
+        if prompt_length and abs(len(got) - len(want)) == prompt_length:
+            said += (f": {'fewer' if len(got) < len(want) else 'more'} by the prompt's length ({prompt_length}), "
+                     "as a loop counting the whole sequence, not the new tokens, would make")
+        return said
     i = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
     same = "the very first token differs" if i == 0 else f"tokens 0-{i - 1} match" if i > 1 else "token 0 matches"
     return f"{same}; token {i} is {got[i]}, expected {want[i]}"

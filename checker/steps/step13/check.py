@@ -396,7 +396,8 @@ def _greedy_part(greedy: list[int], calls: list[tuple[int, int]], prompt: list[i
         return Part("generate", FAIL, f"{problem[0]} (calls as (new tokens, cached positions): {calls[:4]}...)",
                     mistake=problem[1])
     if greedy != want:
-        return Part("generate", FAIL, f"greedy on your compiled model with its cache: {first_difference(greedy, want)}")
+        return Part("generate", FAIL, "greedy on your compiled model with its cache: "
+                    f"{first_difference(greedy, want, len(prompt))}")
     return Part("generate", PASS, f"{NEW_TOKENS} greedy ids equal Hugging Face generate's: {want[:6]}...; the prompt "
                 f"({len(prompt)} tokens) once, then 1 position per call, {len(calls)} calls", margin=0.0)
 
