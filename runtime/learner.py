@@ -182,6 +182,8 @@ def import_step(path: Path, name: str, *, timeout: float = 0) -> ModuleType:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))  # so `from steps.step_01 import ...` resolves
     spec = importlib.util.spec_from_file_location(f"{package_of(path.parent)}.{name}", path)
+    if spec is None or not path.is_file():
+        raise LearnerError(f"{shown(path)} is not a Python file: a step is a .py file (steps/step_NN.py)")
     module = importlib.util.module_from_spec(spec)
     linecache.checkcache(str(path))
     try:

@@ -33,6 +33,15 @@ def test_broken_step_gets_a_clear_message(checkpoint, write_step, breakage, step
     assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(source.encode()).digest()
 
 
+def test_a_file_that_is_not_python_gets_a_clear_message(checkpoint, tmp_path):
+    """`--file` given a text file or a folder: one line saying a step is a .py file, not importlib's traceback."""
+    notes = tmp_path / "notes.txt"
+    notes.touch()
+    for given in (notes, tmp_path):
+        report = registry.step("07").check(given, checkpoint, timeout=60)
+        assert not report.ok and "is not a Python file: a step is a .py file" in report.render(), report.render()
+
+
 def test_readme_troubleshooting_is_this_table():
     page = (REPO / "book" / "docs" / "troubleshooting.md").read_text()
     missing = [row for row in troubleshooting_rows() if row not in page.splitlines()]

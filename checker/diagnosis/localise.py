@@ -7,11 +7,17 @@ They run only after a part has failed unnamed, inside the check's safe call.
 
   layer_norm      centring, division by the standard deviation, weight, bias
   mlp             c_fc alone, the activation (sampled), c_proj alone, the chaining
-  rows            which table rows an embedding's positions hold
+  rows            which table rows an embedding's positions hold (the ids of those off)
   attention       the weights _attn gives (read through one-hot values): mask,
-                  normalisation, scale; then c_attn and c_proj alone
+                  normalisation, and the softmax they follow (the scale, the scores
+                  transposed, a factor per key)
+  attention_layers  which of c_attn's thirds forward attends with; then c_attn and
+                  c_proj alone, and each bias
+  layout          where a reshape-and-transpose puts each value (run on 0, 1, 2, ...)
   residual        the stream passed through, the sub-layer's input, its output added
-  block           each half alone (the other silenced), then the chaining
+                  (how many times)
+  block           each half alone (the other silenced), what the attention half adds
+                  its output to, then the chaining
 """
 
 from __future__ import annotations
@@ -235,19 +241,21 @@ def _of_ids(off: np.ndarray, ids: np.ndarray) -> str:
 
 
 def _softmax_fit(logw: np.ndarray, scores: np.ndarray, kept: np.ndarray, *, per_key: bool) -> tuple[float, bool]:
-    """How the log-weights of each head [N, T, T] follow its scores over the kept entries: log w = f s + c[query]
-    (+ g[key] when per_key), f fitted per head by least squares. Returns f's median over the heads, and whether
-    every head fits to 1e-3 (a float32 softmax's weights are exact to far less)."""
+    """How the log-weights of each head [N, T, T] follow its scores over its kept entries [N, T, T]: log w = f s +
+    c[query] (+ g[key] when per_key), f fitted per head by least squares. Returns f's median over the heads that
+    hold more entries than unknowns, and whether each of those fits to 1e-3 (a float32 softmax's weights are
+    exact to far less); (nan, False) when none does."""
     T = scores.shape[-1]
-    qi, kj = np.nonzero(kept)
-    columns = [np.eye(T)[qi]] + ([np.eye(T)[kj][:, 1:]] if per_key else [])
     factors, fits = [], True
-    for lw, s in zip(logw.reshape(-1, T, T), scores.reshape(-1, T, T)):
-        design = np.column_stack([s[qi, kj], *columns])
+    for lw, s, k in zip(logw.reshape(-1, T, T), scores.reshape(-1, T, T), kept.reshape(-1, T, T), strict=True):
+        qi, kj = np.nonzero(k)
+        design = np.column_stack([s[qi, kj], np.eye(T)[qi], *([np.eye(T)[kj][:, 1:]] if per_key else [])])
+        if len(qi) <= np.linalg.matrix_rank(design[:, 1:]) + 1:
+            continue  # no more entries than unknowns: nothing to read
         solution, *_ = np.linalg.lstsq(design, lw[qi, kj], rcond=None)
         factors.append(solution[0])
         fits &= bool(np.abs(design @ solution - lw[qi, kj]).max() < 1e-3)
-    return float(np.median(factors)), fits
+    return (float(np.median(factors)), fits) if factors else (float("nan"), False)
 
 
 def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
@@ -274,7 +282,7 @@ def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
     summed = f"each query weights sum to {sums.min():.3g}..{sums.max():.3g} over the keys (expected 1)"
     lines = [f"mask: {_right(leak < 1e-6, f'future keys get weight up to {leak:.3g} (expected 0)')}",
              f"normalisation: {_right(np.allclose(sums, 1, atol=1e-4), summed)}"]
-    kept = ~future & np.all(w > 1e-20, axis=(0, 1))  # the past's weights, where none underflowed
+    kept = ~future & (w > 1e-30)  # the past's weights, where they did not underflow
     logw = np.log(np.clip(w, 1e-30, None))
     expected = f"expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)"
     factor, fits = _softmax_fit(logw, scores, kept, per_key=False)
@@ -288,7 +296,7 @@ def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
         lines.append(f"softmax: each key's weight is off by a factor of its own, the same for every query (the "
                      f"scores x {keyed[0]:.4g}): what is subtracted or divided inside it is taken over the queries "
                      "(axis -2), not over each query's keys (axis -1)")
-    else:
+    elif not np.isnan(factor):
         lines.append("softmax: the weights are not softmax(q.k x c) for any one c, nor of k.q: within a query "
                      "they are not exp of the scaled scores, normalised")
     return ["where (the weights, read through one-hot values): " + lines[0], *lines[1:]]
@@ -337,6 +345,8 @@ def layout(run, fn, shape: tuple[int, ...], args: tuple, splits: list[tuple[tupl
                 return [f"where: your output holds the input's values as {_moved(split, names, o, want)} would; "
                         f"expected {expected}"]
     wanted = x.reshape(splits[0][0]).transpose(order).reshape(want)
+    if np.array_equal(got, wanted):
+        return []
     at = np.unravel_index(int(np.flatnonzero(got != wanted)[0]), want)
     return [f"where: your output at {list(map(int, at))} holds the input's value at "
             f"{list(map(int, np.unravel_index(int(got[at]), shape)))}, expected the one at "

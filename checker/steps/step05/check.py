@@ -58,6 +58,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
                  localise=lambda got: rows(got, table, edges, "wte"))
     return run.finish()
 
+
 def state_rows(state: dict, ids: np.ndarray) -> np.ndarray:
     """The rows of the loaded table (Hugging Face's wte.weight) at ids [B, T] -> [B, T, C]: what wte(ids) is."""
     return next(iter(state.values()))[ids]
