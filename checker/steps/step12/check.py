@@ -201,7 +201,7 @@ def greedy_part(tokens, model, prompt: list[int], want: list[int]) -> Part:
     if greedy == want:
         return Part("greedy", PASS, f"{NEW_TOKENS} ids equal Hugging Face generate's: {want[:6]}...", margin=0.0)
     mistake = next((m for m in GREEDY_MISTAKES if m.compute(model, prompt) == greedy), None)
-    counted = len(greedy) != len(want) and greedy[:len(want)] == want[:len(greedy)]
+    counted = len(greedy) != len(want) and _one_starts_the_other(greedy, want)
     return Part("greedy", FAIL, first_difference(greedy, want, len(prompt)),
                 [] if mistake or counted else ["hint: feed the whole sequence so far, take logits[0, -1], pick "
                                                "np.argmax"], mistake)
@@ -274,12 +274,17 @@ def seeded_part(tokens, prompt: list[int], scripted_class=None) -> Part:
                 margin=0.0)
 
 
+def _one_starts_the_other(got: list[int], want: list[int]) -> bool:
+    """Whether the shorter of the two lists of ids is where the longer starts."""
+    n = min(len(got), len(want))
+    return got[:n] == want[:n]
+
+
 def first_difference(got: list[int], want: list[int], prompt_length: int | None = None) -> str:
     """Where generated ids part from the expected ones; a count that is off by the prompt's length is said so."""
     if len(got) != len(want):
         said = f"{len(got)} tokens, expected {len(want)}"
-        n = min(len(got), len(want))
-        if n and got[:n] == want[:n]:
+        if (n := min(len(got), len(want))) and _one_starts_the_other(got, want):
             said += f"; the {n} {'it gave' if n == len(got) else 'expected'} match"
         if prompt_length and abs(len(got) - len(want)) == prompt_length:
             said += (f": {'fewer' if len(got) < len(want) else 'more'} by the prompt's length ({prompt_length}), "

@@ -170,7 +170,7 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
     p = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
     verdicts = []
     for P, T in CASES:
-        x, pk, pv = refs["ln_1"][:, P:P + T], refs["k"][:, :, :P], refs["v"][:, :, :P]
+        x, pk, pv = _case_inputs(refs, P, T)
         case = f"P={P} cached, T={T} new"
         try:
             out, key, value = _outputs(run.call(attention_with_cache, attn, tensor(x), tensor(pk), tensor(pv)), 3,
@@ -204,14 +204,19 @@ def _attention_part(run: StepRun, attention_with_cache, attn, refs: dict, H: int
     return Part(name, PASS, f"{shown}: output, keys and values; worst {worst.summary}", margin=worst.margin)
 
 
+def _case_inputs(refs: dict, P: int, T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """attention_with_cache's inputs for a case of CASES: T new rows of ln_1 [B, T, C] after P cached positions,
+    and those positions' keys and values [B, H, P, D]."""
+    return refs["ln_1"][:, P:P + T], refs["k"][:, :, :P], refs["v"][:, :, :P]
+
+
 def _outputs_by_case(run: StepRun, attention_with_cache, attn, refs: dict) -> list[str]:
     """Which of CASES attention_with_cache's output is right on, when some are: a line saying so, and when exactly
     those with one new position are, what differs with more."""
     right = {}
     for P, T in CASES:
-        x, pk, pv = refs["ln_1"][:, P:P + T], refs["k"][:, :, :P], refs["v"][:, :, :P]
         try:
-            out = _outputs(run.call(attention_with_cache, attn, tensor(x), tensor(pk), tensor(pv)), 3,
+            out = _outputs(run.call(attention_with_cache, attn, *map(tensor, _case_inputs(refs, P, T))), 3,
                            "attention_with_cache")[0]
         except LearnerError:
             return []
@@ -274,14 +279,12 @@ def _model_part(run: StepRun, cached, empty_cache, config, checkpoint: Checkpoin
 def _layout_problem(cache: list, refs: dict, layer: int) -> str | None:
     """What is wrong with where the cache holds block `layer`'s keys and values (Hugging Face's, refs k and v
     [B, H, T, D]), which the later steps read at 2 x layer and 2 x layer + 1; None when they are there."""
-    held = [to_numpy(c, "a cache tensor") for c in cache]
+    def holds(i: int, want: np.ndarray) -> bool:
+        return compare(to_numpy(cache[i], "a cache tensor"), want, axes=(), mistakes=[], tol=WHOLE_MODEL).ok
 
-    def at(want: np.ndarray) -> list[int]:
-        return [i for i, c in enumerate(held) if compare(c, want, axes=(), mistakes=[], tol=WHOLE_MODEL).ok]
-
-    keys, values = at(refs["k"]), at(refs["v"])
-    if 2 * layer in keys and 2 * layer + 1 in values:
+    if holds(2 * layer, refs["k"]) and holds(2 * layer + 1, refs["v"]):
         return None
+    keys, values = ([i for i in range(len(cache)) if holds(i, want)] for want in (refs["k"], refs["v"]))
     found = ", ".join(f"its {what} at cache[{where[0]}]" for what, where in (("keys", keys), ("values", values))
                       if where)
     return (f"the cache does not hold block {layer}'s keys at cache[{2 * layer}] and its values at "
