@@ -303,6 +303,8 @@ UNSEEN: list[Mutation] = [
              "cache[i], cache[i + len(t.h)])", ("cache entries",)),
     Mutation("13", "cache-for-the-prompt-length", "empty_cache(config, 1)", "empty_cache(config, len(input_ids))",
              ("another number of sequences",)),
+    Mutation("13", "generate-appends-to-the-callers-list", "        yield token\n",
+             "        yield token\n        input_ids.append(token)\n", ("changed the list",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),

@@ -134,20 +134,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(_encode_decode_part(run, fns["encode"], fns["decode"], tokenizer, prompt, want))
     generate = fns["generate"]
 
-    def tokens(model, ids, n, **kw) -> list[int]:
-        def run_generate():
-            given = list(ids)
-            made = generate(model, given, n, **kw)
-            if made is None:
-                raise LearnerError("generate returned None: it should `yield` each new token id")
-            out = list(made)
-            if given != list(ids):
-                raise LearnerError(f"generate changed the list of ids it was given (the caller's prompt, "
-                                   f"{len(ids)} ids, now {len(given)}): build its own (ids = list(input_ids))")
-            return out
-
-        return [int(t) for t in run.call(run_generate)]
-
+    tokens = generation(run, "generate", lambda model, ids, n, **kw: generate(model, ids, n, **kw))
     model = compiled_solution(checkpoint)
     for name, part in (("greedy", lambda: greedy_part(tokens, model, prompt, want)),
                        ("eos", lambda: eos_part(tokens, prompt)),
@@ -160,6 +147,27 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     run.add(_top_k_part(run, fns["next_token"]))
     run.add(_distribution_part(run, fns["next_token"]))
     return run.finish()
+
+
+def generation(run: StepRun, name: str, generate):
+    """tokens(model, ids, n, **kw): the ids `generate(model, ids, n, **kw)` yields, run as the learner's code;
+    a LearnerError when it returns None or changes the caller's list of ids."""
+
+    def tokens(model, ids, n, **kw) -> list[int]:
+        def run_generate():
+            given = list(ids)
+            made = generate(model, given, n, **kw)
+            if made is None:
+                raise LearnerError(f"{name} returned None: it should `yield` each new token id")
+            out = list(made)
+            if given != list(ids):
+                raise LearnerError(f"{name} changed the list of ids it was given (the caller's prompt, "
+                                   f"{len(ids)} ids, now {len(given)}): build its own (ids = list(input_ids))")
+            return out
+
+        return [int(t) for t in run.call(run_generate)]
+
+    return tokens
 
 
 WIDE = "Café 🐱 naïve"  # characters of 2 and 4 bytes, some split across tokens

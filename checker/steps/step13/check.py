@@ -42,7 +42,7 @@ from checker.references.reference import (
 from checker.reporting.compare import DECODE, WHOLE_MODEL, Mistake, compare
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.tensors import int_tensor, tensor, to_numpy
-from checker.steps.step12.check import ScriptedModel, eos_part, first_difference, seeded_part
+from checker.steps.step12.check import ScriptedModel, eos_part, first_difference, generation, seeded_part
 from checker.steps.step13.mistakes import (
     CACHE_AFTER_NEW,
     CACHE_NOT_APPENDED,
@@ -410,15 +410,8 @@ def _generate_parts(run: StepRun, generate_with_cache, compiled, config, checkpo
     prompt = tokenizer.encode(PROMPT).ids
     want = greedy_continuation(checkpoint, prompt)
 
-    def tokens(model, ids, n, **kw) -> list[int]:
-        def run_generate():
-            made = generate_with_cache(model, config, list(ids), n, **kw)
-            if made is None:
-                raise LearnerError("generate_with_cache returned None: it should `yield` each new token id")
-            return list(made)
-
-        return [int(t) for t in run.call(run_generate)]
-
+    tokens = generation(run, "generate_with_cache",
+                        lambda model, ids, n, **kw: generate_with_cache(model, config, ids, n, **kw))
     recorder = Recorder(compiled)
     try:
         run.add(_greedy_part(tokens(recorder, prompt, NEW_TOKENS), recorder.calls, prompt, want))
