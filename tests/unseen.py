@@ -98,6 +98,7 @@ UNSEEN: list[Mutation] = [
              (_IMPORT_MATH[1], _GELU_TANH.format(c="0.44715")), ("activation",)),
     Mutation("04", "gelu-no-half", (*_IMPORT_MATH[:1], _GELU),
              (_IMPORT_MATH[1], _GELU_TANH.format(c="0.044715").replace("0.5 * ", "", 1)), ("activation",)),
+    Mutation("04", "gelu-quick", _GELU, "hidden_states * F.sigmoid(1.702 * hidden_states)", ("activation",)),
     Mutation("04", "gelu-twice", _GELU, f'F.gelu({_GELU}, approximate="tanh")', ("activation",)),
     Mutation("04", "c-fc-bias-twice", "hidden_states = self.c_fc(hidden_states)  # [B, T, 4C]",
              "hidden_states = self.c_fc(hidden_states) + self.c_fc.bias", ("c_fc",)),

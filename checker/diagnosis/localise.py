@@ -113,6 +113,31 @@ KNOWN = {"ReLU": lambda t: np.maximum(t, 0), "the exact (erf) GELU": gpt2_np.gel
          "sigmoid": lambda t: 1 / (1 + np.exp(-t))}
 
 
+def _gelu_family(x: np.ndarray, y: np.ndarray) -> str:
+    """What activation y = f(x) is among the forms GELU is written in, with its constants fitted: k x GELU(x),
+    x sigmoid(a x) and 0.5 x (1 + tanh(s (x + c x^3))) (both fits linear: logit(y / x) = a x; artanh(2y / x - 1)
+    = s x + s c x^3); "" when none fits within 1e-3."""
+    gelu = gpt2_np.gelu_tanh(x)
+    if (k := _factor(y, gelu)) is not None:
+        return f" (that is {k:.3g}x GPT-2's GELU{': is its 0.5 left out?' if abs(k - 2) < 1e-3 else ''})"
+    fits = []
+    on = np.abs(x) > 1e-6
+    ratio = np.where(on, y / np.where(on, x, 1.0), 0.5)  # f(x) / x; both forms give 0.5 at x = 0
+    inside = on & (ratio > 1e-6) & (ratio < 1 - 1e-6)  # where the fits' inverses are finite (not saturated)
+    if inside.sum() >= 4 and np.all((ratio >= 0) & (ratio <= 1)):
+        xs, r = x[inside], ratio[inside]
+        a = float(np.linalg.lstsq(xs[:, None], np.log(r / (1 - r)), rcond=None)[0][0])
+        quick = " (the 'quick' GELU)" if abs(a - 1.702) < 5e-3 else ""
+        fits.append((x / (1 + np.exp(-a * x)), f"x sigmoid({a:.4g} x){quick}"))
+        s, sc = np.linalg.lstsq(np.stack([xs, xs ** 3], axis=1), np.arctanh(2 * r - 1), rcond=None)[0]
+        fits.append((0.5 * x * (1 + np.tanh(s * x + sc * x ** 3)),
+                     f"0.5 x (1 + tanh({s:.4g} (x + {sc / s:.4g} x^3)))"))
+    for values, said in fits:
+        if np.abs(values - y).max() < 1e-3:
+            return f" (that is {said}; GPT-2's is 0.5 x (1 + tanh(0.7979 (x + 0.044715 x^3))))"
+    return ""
+
+
 def _factor(got: np.ndarray, want: np.ndarray) -> float | None:
     """k when got = k * want (least squares, within 1e-4 of want's size), else None."""
     k = float((got * want).sum() / max((want * want).sum(), 1e-30))
@@ -181,7 +206,7 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
         shown = ", ".join(f"{v:.3g}" for v in act[[4, 6, 8, 10, 12]])
         activation = (f"at x = -2, -1, 0, 1, 2 it gives {shown}; GPT-2's GELU gives "
                       f"{', '.join(f'{v:.3g}' for v in gelu[[4, 6, 8, 10, 12]])}"
-                      + (f" (that is {like})" if near else ""))
+                      + (f" (that is {like})" if near else _gelu_family(ACTIVATION_AT, act)))
     lines = [fc_bias or f"c_fc alone: {_right(fc, 'differs from x @ W + b with the checkpoint weights')}",
              f"the activation between them (read through c_fc and c_proj): {activation}",
              proj_bias or f"c_proj alone: {_right(proj, 'differs from x @ W + b with the checkpoint weights')}"]
