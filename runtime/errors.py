@@ -126,6 +126,13 @@ _TRANSLATED = [
     (r'^An error occurred in kernel entry point named "([^"]*)":\n(?:An error occurred in kernel named "[^"]*":\n)*'
      r"(.+)",
      lambda m: f"MAX's kernel {m.group(1).strip('_')} stopped: {m.group(2).strip()}"),
+    # numpy's choice given weights that are not a distribution
+    (r"^[Pp]robabilities do not sum to 1",
+     lambda m: "numpy's choice was given probabilities that do not sum to 1 (p must be a distribution): after "
+               "keeping some of them (top_k), divide by their sum, or take the softmax of the kept logits alone"),
+    (r"^[Pp]robabilities are not non-negative",
+     lambda m: "numpy's choice was given negative probabilities: pass it probabilities (a softmax of the logits), "
+               "not the logits themselves"),
     (r"^when using dims to index into a list or NumPy array",
      lambda m: "a symbolic dimension (Dim) used where a Python int is needed (a list or numpy array): compiled, "
                "the length is a symbol; build the tensor with MAX ops, which take a Dim, not with numpy"),

@@ -170,6 +170,15 @@ def test_inputs_that_disagree_on_a_symbol_are_translated():
                            "'batch': its input 1"), said
 
 
+def test_weights_that_are_no_distribution_are_translated():
+    """numpy's choice given kept probabilities not summed to 1, or logits: what p must be, in words."""
+    rng = np.random.default_rng(0)
+    said = _raised(lambda: rng.choice(3, p=[0.5, 0.2, 0.1]))
+    assert said.startswith("numpy's choice was given probabilities that do not sum to 1") and "top_k" in said, said
+    said = _raised(lambda: rng.choice(3, p=[1.5, 0.7, -1.2]))
+    assert said.startswith("numpy's choice was given negative probabilities"), said
+
+
 def test_a_wide_axis_is_named_in_one_line():
     """Thousands of differing vocabulary entries: the first runs and the count, not a wall of numbers."""
     from checker.reporting.compare import where_differs

@@ -259,6 +259,12 @@ UNSEEN: list[Mutation] = [
              "probs = np.exp(logits)", ("largest is subtracted",)),
     Mutation("12", "generate-extends-the-callers-list", "ids = list(input_ids)", "ids = input_ids",
              ("changed the list",)),
+    Mutation("12", "top-k-kept-after-softmax-not-summed-to-1",
+             ("    if top_k is not None:\n        kth = np.sort(logits)[-top_k]\n"
+              "        logits = np.where(logits < kth, -np.inf, logits)  # everything below the k-th best is out\n",
+              "    probs /= probs.sum()\n"),
+             ("", "    probs /= probs.sum()\n    if top_k is not None:\n"
+                  "        probs = np.where(probs < np.sort(probs)[-top_k], 0.0, probs)\n"), ("do not sum to 1",)),
     Mutation("12", "decode-token-by-token", "return tokenizer.decode(ids)",
              'return "".join(tokenizer.decode([i]) for i in ids)', ("whole list at once",)),
     Mutation("12", "top-k-ids-and-logits-sorted-apart",
