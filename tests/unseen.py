@@ -265,6 +265,8 @@ UNSEEN: list[Mutation] = [
               "    probs /= probs.sum()\n"),
              ("", "    probs /= probs.sum()\n    if top_k is not None:\n"
                   "        probs = np.where(probs < np.sort(probs)[-top_k], 0.0, probs)\n"), ("do not sum to 1",)),
+    Mutation("12", "eos-id-0-taken-for-none", "        if token == eos_token_id:",
+             "        if eos_token_id and token == eos_token_id:", ("eos_token_id=0",)),
     Mutation("12", "decode-token-by-token", "return tokenizer.decode(ids)",
              'return "".join(tokenizer.decode([i]) for i in ids)', ("whole list at once",)),
     Mutation("12", "top-k-ids-and-logits-sorted-apart",
@@ -312,6 +314,8 @@ UNSEEN: list[Mutation] = [
              ("another number of sequences",)),
     Mutation("13", "generate-appends-to-the-callers-list", "        yield token\n",
              "        yield token\n        input_ids.append(token)\n", ("changed the list",)),
+    Mutation("13", "eos-id-0-taken-for-none", "        if token == eos_token_id:",
+             "        if eos_token_id and token == eos_token_id:", ("eos_token_id=0",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),

@@ -223,10 +223,17 @@ def eos_part(tokens, prompt: list[int], scripted_class=None) -> Part:
     want = EOS_SCRIPT[:EOS_SCRIPT.index(EOS) + 1]
     if stopped == want:
         going = tokens(scripted, prompt, n)
-        if going == EOS_SCRIPT:
-            return Part("eos", PASS, f"stops right after yielding eos_token_id {EOS}: {want}; without it, "
-                        f"all {n}", margin=0.0)
-        return Part("eos", FAIL, f"with eos_token_id=None it gave {going}, expected all {n}: {EOS_SCRIPT}")
+        if going != EOS_SCRIPT:
+            return Part("eos", FAIL, f"with eos_token_id=None it gave {going}, expected all {n}: {EOS_SCRIPT}")
+        # Id 0 as the eos (GPT-NeoX's <|endoftext|>) is an eos too: `if eos_token_id and ...` takes it for none.
+        zero = [0 if t == EOS else t for t in EOS_SCRIPT]
+        scripted = (scripted_class or ScriptedModel)(len(prompt), lambda i: _one_hot_row(zero[min(i, n - 1)]))
+        if (at_zero := tokens(scripted, prompt, n, eos_token_id=0)) != zero[:len(want)]:
+            return Part("eos", FAIL, f"with eos_token_id=0 it gave {at_zero}, expected {zero[:len(want)]}: id 0 is "
+                        "an eos like any other, and a test of eos_token_id's truth (`if eos_token_id and ...`) "
+                        "takes 0 for none: test `is not None`")
+        return Part("eos", PASS, f"stops right after yielding eos_token_id {EOS} (and 0): {want}; without it, "
+                    f"all {n}", margin=0.0)
     mistake = EOS_IGNORED if stopped[:len(want)] == want else EOS_NOT_YIELDED if stopped == want[:-1] else None
     return Part("eos", FAIL, f"greedy picks {EOS_SCRIPT[:4]}... ({EOS} is eos_token_id): it gave {stopped}, "
                 f"expected {want}", mistake=mistake)
