@@ -4,16 +4,11 @@ Each function probes the learner's own pieces with reference inputs, or with
 inputs and weights chosen so that one sub-part alone decides the result, and
 returns lines for the report, one per sub-part: "right" or what it does.
 They run only after a part has failed unnamed, inside the check's safe call.
+Step 07's attention has its own (checker.diagnosis.localise_attention).
 
   layer_norm      centring, division by the standard deviation, weight, bias
   mlp             c_fc alone, the activation (sampled), c_proj alone, the chaining
   rows            which table rows an embedding's positions hold (the ids of those off)
-  attention       the weights _attn gives (read through one-hot values): mask,
-                  normalisation, and the softmax they follow (the scale, the scores
-                  transposed, a factor per key)
-  attention_layers  which of c_attn's thirds forward attends with; then c_attn and
-                  c_proj alone, and each bias
-  layout          where a reshape-and-transpose puts each value (run on 0, 1, 2, ...)
   residual        the stream passed through, the sub-layer's input, its output added
                   (how many times)
   block           each half alone (the other silenced), what the attention half adds
@@ -22,12 +17,11 @@ They run only after a part has failed unnamed, inside the check's safe call.
 
 from __future__ import annotations
 
-import itertools
 import re
 
 import numpy as np
 
-from checker.references import attention_np, gpt2_np
+from checker.references import gpt2_np
 from checker.reporting.compare import ONE_LAYER, Tolerance, compare
 from checker.running.tensors import tensor, to_numpy
 
@@ -36,11 +30,11 @@ def close(got: np.ndarray, want: np.ndarray, tol: Tolerance = ONE_LAYER) -> bool
     return np.shape(got) == np.shape(want) and compare(got, want, axes=(), mistakes=[], tol=tol).ok
 
 
-def _right(ok: bool, wrong: str) -> str:
+def right_or(ok: bool, wrong: str) -> str:
     return "right" if ok else wrong
 
 
-def _loaded(run, module, state: dict[str, np.ndarray], fn):
+def loaded(run, module, state: dict[str, np.ndarray], fn):
     """fn() with `state` loaded into `module` (the rest of its parameters kept), then its own weights back."""
     before = {name: np.from_dlpack(t).copy() for name, t in module.parameters}
     run.call(module.load_state_dict, {**before, **{k: np.ascontiguousarray(v, np.float32) for k, v in state.items()}})
@@ -50,7 +44,7 @@ def _loaded(run, module, state: dict[str, np.ndarray], fn):
         run.call(module.load_state_dict, before)
 
 
-def _out(run, fn, *arrays) -> np.ndarray:
+def probe_out(run, fn, *arrays) -> np.ndarray:
     return to_numpy(run.call(fn, *(tensor(a) for a in arrays)), "the probe")
 
 
@@ -74,7 +68,7 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
     z = gpt2_np.layer_norm(x, ones, zeros, eps)  # the normalised rows alone
 
     def out(w, b):
-        return _loaded(run, module, {"weight": w, "bias": b}, lambda: _out(run, module, x))
+        return loaded(run, module, {"weight": w, "bias": b}, lambda: probe_out(run, module, x))
 
     plain = out(ones, zeros)
     lines = []
@@ -86,7 +80,7 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
         spread = plain.std(-1) / z.std(-1)
         centred = bool(mean.max() < 1e-4)
         average = f"with weight 1 and bias 0 its rows should average 0, they average up to {mean.max():.3g}"
-        lines.append(f"centring: {_right(centred, average)}")
+        lines.append(f"centring: {right_or(centred, average)}")
         if np.allclose(spread, 1, atol=1e-4):
             division = "right" if centred else "right (the spread of its rows is right)"
         else:
@@ -102,8 +96,9 @@ def layer_norm(run, module, x: np.ndarray, weight: np.ndarray, bias: np.ndarray,
                      "the result is not normalised * weight + bias: the shift by bias comes after the scale")
     else:
         lines.append("scale by weight: "
-                     f"{_right(scale, 'with bias 0 the result is not its normalised rows times weight')}")
-        lines.append(f"shift by bias: {_right(shift, 'with weight 1 the result is not its normalised rows plus bias')}")
+                     f"{right_or(scale, 'with bias 0 the result is not its normalised rows times weight')}")
+        lines.append("shift by bias: "
+                     f"{right_or(shift, 'with weight 1 the result is not its normalised rows plus bias')}")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
 
 
@@ -144,7 +139,7 @@ def _factor(got: np.ndarray, want: np.ndarray) -> float | None:
     return k if np.abs(got - k * want).max() <= 1e-4 * max(np.abs(want).max(), 1e-30) else None
 
 
-def _bias_use(got: np.ndarray, bias: np.ndarray, name: str) -> str | None:
+def bias_use(got: np.ndarray, bias: np.ndarray, name: str) -> str | None:
     """What forward made of `name`'s bias when `got` is k x `bias` for k != 1; None otherwise."""
     if np.allclose(got, bias, atol=1e-5 * np.abs(bias).max()):
         return None
@@ -160,8 +155,8 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
     c_fc made to output chosen numbers (through its weight, then through its bias) and c_proj to
     pass its first inputs through; then c_proj's bias alone (every weight 0)."""
     h = x @ p["c_fc_weight"] + p["c_fc_bias"]
-    fc = close(_out(run, module.c_fc, x), h)
-    proj = close(_out(run, module.c_proj, gpt2_np.gelu_tanh(h)),
+    fc = close(probe_out(run, module.c_fc, x), h)
+    proj = close(probe_out(run, module.c_proj, gpt2_np.gelu_tanh(h)),
                gpt2_np.gelu_tanh(h) @ p["c_proj_weight"] + p["c_proj_bias"])
     C, I = p["c_proj_weight"].shape[1], p["c_fc_weight"].shape[1]
     points = np.zeros(I)
@@ -177,15 +172,15 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
             w[:, 0] = at
         probe = {"c_fc.weight": w, "c_fc.bias": at if via_bias else np.zeros(I), "c_proj.weight": proj,
                  "c_proj.bias": np.zeros(C) if proj_bias is None else proj_bias}
-        return _loaded(run, module, probe, lambda: _out(run, module, e0))[0, 0]
+        return loaded(run, module, probe, lambda: probe_out(run, module, e0))[0, 0]
 
     around = read(np.zeros(I), via_bias=False)  # GELU(0) = 0: anything but 0 comes from around the three pieces
     if np.abs(around).max() > 1e-6:
-        return [f"where: c_fc alone {_right(fc, 'is wrong')}; c_proj alone {_right(proj, 'is wrong')}; with c_fc "
+        return [f"where: c_fc alone {right_or(fc, 'is wrong')}; c_proj alone {right_or(proj, 'is wrong')}; with c_fc "
                 f"giving 0 and c_proj passing its input on, forward should return 0 (GELU(0) = 0) but returns up "
                 f"to {np.abs(around).max():.3g}: something is added around them"]
     b = np.linspace(-1.0, 1.0, C)
-    proj_bias = _bias_use(read(np.zeros(I), via_bias=False, proj_bias=b, proj=np.zeros((C, I))), b, "c_proj")
+    proj_bias = bias_use(read(np.zeros(I), via_bias=False, proj_bias=b, proj=np.zeros((C, I))), b, "c_proj")
     act = read(points, via_bias=False)[:len(ACTIVATION_AT)]
     gelu = gpt2_np.gelu_tanh(ACTIVATION_AT)
     fc_bias = None
@@ -207,9 +202,9 @@ def mlp(run, module, x: np.ndarray, p: dict[str, np.ndarray]) -> list[str]:
         activation = (f"at x = -2, -1, 0, 1, 2 it gives {shown}; GPT-2's GELU gives "
                       f"{', '.join(f'{v:.3g}' for v in gelu[[4, 6, 8, 10, 12]])}"
                       + (f" (that is {like})" if near else _gelu_family(ACTIVATION_AT, act)))
-    lines = [fc_bias or f"c_fc alone: {_right(fc, 'differs from x @ W + b with the checkpoint weights')}",
+    lines = [fc_bias or f"c_fc alone: {right_or(fc, 'differs from x @ W + b with the checkpoint weights')}",
              f"the activation between them (read through c_fc and c_proj): {activation}",
-             proj_bias or f"c_proj alone: {_right(proj, 'differs from x @ W + b with the checkpoint weights')}"]
+             proj_bias or f"c_proj alone: {right_or(proj, 'differs from x @ W + b with the checkpoint weights')}"]
     if fc and proj and activation.startswith("right") and not (fc_bias or proj_bias):
         lines.append("each piece is right alone: what forward does around them is not (their order, an extra term?)")
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
@@ -265,152 +260,6 @@ def _of_ids(off: np.ndarray, ids: np.ndarray) -> str:
     return f", exactly the positions of id{'s' if len(wrong) > 1 else ''} {', '.join(map(str, wrong))}"
 
 
-def _softmax_fit(logw: np.ndarray, scores: np.ndarray, kept: np.ndarray, *, per_key: bool) -> tuple[float, bool]:
-    """How the log-weights of each head [N, T, T] follow its scores over its kept entries [N, T, T]: log w = f s +
-    c[query] (+ g[key] when per_key), f fitted per head by least squares. Returns f's median over the heads that
-    hold more entries than unknowns, and whether each of those fits to 1e-3 (a float32 softmax's weights are
-    exact to far less); (nan, False) when none does."""
-    T = scores.shape[-1]
-    factors, fits = [], True
-    for lw, s, k in zip(logw.reshape(-1, T, T), scores.reshape(-1, T, T), kept.reshape(-1, T, T), strict=True):
-        qi, kj = np.nonzero(k)
-        design = np.column_stack([s[qi, kj], np.eye(T)[qi], *([np.eye(T)[kj][:, 1:]] if per_key else [])])
-        if len(qi) <= np.linalg.matrix_rank(design[:, 1:]) + 1:
-            continue  # no more entries than unknowns: nothing to read
-        solution, *_ = np.linalg.lstsq(design, lw[qi, kj], rcond=None)
-        factors.append(solution[0])
-        fits &= bool(np.abs(design @ solution - lw[qi, kj]).max() < 1e-3)
-    return (float(np.median(factors)), fits) if factors else (float("nan"), False)
-
-
-def attention(run, attn_fn, q: np.ndarray, k: np.ndarray) -> list[str]:
-    """_attn's weights, read by passing one-hot values (weights @ one-hot = the weights), then read against
-    softmax of the scaled scores: the scale, or the scores transposed (query and key exchanged), or a factor
-    of each key's own (a max or sum over the queries' axis)."""
-    B, H, T, D = q.shape
-    if D < T:
-        return []
-    onehot = np.zeros((B, H, T, D))
-    onehot[:, :, np.arange(T), np.arange(T)] = 1.0
-    try:
-        w = _out(run, attn_fn, q, k, onehot)[..., :T]
-    except Exception:  # noqa: BLE001 - a probe that cannot run says nothing
-        return []
-    future = np.triu(np.ones((T, T), dtype=bool), 1)
-    scores = q @ np.swapaxes(k, -1, -2)
-    right = attention_np.softmax(np.where(future, -np.inf, scores / np.sqrt(D)))
-    if close(w, right):
-        return ["where: the attention weights are right (read through one-hot values); the weighted sum of "
-                "the values is not"]
-    leak = float(np.abs(w[..., future]).max()) if future.any() else 0.0
-    sums = w.sum(-1)
-    summed = f"each query weights sum to {sums.min():.3g}..{sums.max():.3g} over the keys (expected 1)"
-    lines = [f"mask: {_right(leak < 1e-6, f'future keys get weight up to {leak:.3g} (expected 0)')}",
-             f"normalisation: {_right(np.allclose(sums, 1, atol=1e-4), summed)}"]
-    kept = ~future & (w > 1e-30)  # the past's weights, where they did not underflow
-    logw = np.log(np.clip(w, 1e-30, None))
-    expected = f"expected x {1 / np.sqrt(D):.4g} = 1/sqrt(head_dim)"
-    factor, fits = _softmax_fit(logw, scores, kept, per_key=False)
-    if fits:
-        followed = f"the weights follow softmax(q.k x {factor:.4g}), {expected}"
-        lines.append(f"scale: {_right(abs(factor * np.sqrt(D) - 1) < 1e-3, followed)}")
-    elif (swapped := _softmax_fit(logw, np.swapaxes(scores, -1, -2), kept, per_key=False))[1]:
-        lines.append(f"scores: the weights follow softmax(k.q x {swapped[0]:.4g}) ({expected}), the scores "
-                     "transposed: query @ key^T is [queries, keys]; key @ query^T swaps the two")
-    elif (keyed := _softmax_fit(logw, scores, kept, per_key=True))[1]:
-        lines.append(f"softmax: each key's weight is off by a factor of its own, the same for every query (the "
-                     f"scores x {keyed[0]:.4g}): what is subtracted or divided inside it is taken over the queries "
-                     "(axis -2), not over each query's keys (axis -1)")
-    elif not np.isnan(factor):
-        lines.append("softmax: the weights are not softmax(q.k x c) for any one c, nor of k.q: within a query "
-                     "they are not exp of the scaled scores, normalised")
-    return ["where (the weights, read through one-hot values): " + lines[0], *lines[1:]]
-
-
-THIRDS = ("query", "key", "value")
-
-
-def thirds_taken(got: np.ndarray, refs: dict, H: int) -> str | None:
-    """Which of c_attn's thirds forward took as query, key and value, when its output is the attention of another
-    choice of them (one may be taken twice) through c_proj: a line saying so, else None."""
-    heads = [attention_np.split_heads(t, H) for t in np.split(refs["qkv"].astype(np.float64), 3, axis=-1)]
-    for pick in itertools.product(range(3), repeat=3):
-        out = attention_np.merge_heads(attention_np.attend(*(heads[i] for i in pick)))
-        if pick != (0, 1, 2) and close(got, out @ refs["c_proj_weight"] + refs["c_proj_bias"]):
-            taken = ", ".join(f"its {THIRDS[i]} third as the {role}" for i, role in zip(pick, THIRDS, strict=True)
-                              if THIRDS[i] != role)
-            return (f"where: forward's output is the attention of c_attn's thirds taken as "
-                    f"({', '.join(THIRDS[i] for i in pick)}) for (query, key, value): it passes {taken}")
-    return None
-
-
-def _moved(split: tuple[int, ...], names: str, order: tuple[int, ...], want: tuple[int, ...]) -> str:
-    """'x.reshape([2, 12, 10, 64]).permute([0, 2, 1, 3]).reshape([2, 10, 768]) (axes B, T, H, D)'"""
-    return (f"x.reshape({list(split)}).permute({list(order)}).reshape({list(want)}) "
-            f"(axes {', '.join(names[i] for i in order)})")
-
-
-def layout(run, fn, shape: tuple[int, ...], args: tuple, splits: list[tuple[tuple[int, ...], str]],
-           want: tuple[int, ...], order: tuple[int, ...]) -> list[str]:
-    """Where a function that only moves values (a reshape, a transpose) puts each: it is run on 0, 1, 2, ...
-    laid out as `shape`, then read as x.reshape(split).permute(o).reshape(want) for each view (split, the axes'
-    names) in `splits` and every order o of its axes; the first view with `order` is the expected one. Else
-    the first output position that holds another input position's value."""
-    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
-    try:
-        got = _out(run, fn, x, *args)
-    except Exception:  # noqa: BLE001 - a probe that cannot run says nothing
-        return []
-    if got.shape != want or not np.array_equal(np.sort(got, axis=None), x.ravel()):
-        return []  # not a rearrangement of its input
-    expected = _moved(*splits[0], order, want)
-    for split, names in splits:
-        for o in itertools.permutations(range(len(split))):
-            if np.array_equal(x.reshape(split).transpose(o).reshape(want), got):
-                return [f"where: your output holds the input's values as {_moved(split, names, o, want)} would; "
-                        f"expected {expected}"]
-    wanted = x.reshape(splits[0][0]).transpose(order).reshape(want)
-    if np.array_equal(got, wanted):
-        return []
-    at = np.unravel_index(int(np.flatnonzero(got != wanted)[0]), want)
-    return [f"where: your output at {list(map(int, at))} holds the input's value at "
-            f"{list(map(int, np.unravel_index(int(got[at]), shape)))}, expected the one at "
-            f"{list(map(int, np.unravel_index(int(wanted[at]), shape)))}: {expected}"]
-
-
-def attention_layers(run, module, refs: dict, got: np.ndarray, H: int) -> list[str]:
-    """Which thirds of c_attn's output forward attends with, when another choice computes its output; else c_attn
-    and c_proj alone, on their reference inputs; then each bias alone through forward (every weight 0: q = k = 0
-    weighs the values evenly, so each position's output is v's bias)."""
-    if line := thirds_taken(got, refs, H):
-        return [line]
-    C = refs["ln_1"].shape[-1]
-    params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
-    c_attn = close(_out(run, module.c_attn, refs["ln_1"]),
-                   refs["ln_1"] @ params["c_attn_weight"] + params["c_attn_bias"])
-    c_proj = close(_out(run, module.c_proj, refs["merged"]), refs["attn"])
-    x = refs["ln_1"][:1]
-    b = np.linspace(-1.0, 1.0, C)
-
-    def forward_with(attn_bias: np.ndarray, proj_weight: np.ndarray, proj_bias: np.ndarray) -> np.ndarray:
-        probe = {"c_attn.weight": np.zeros((3 * C, C)), "c_attn.bias": attn_bias,
-                 "c_proj.weight": proj_weight, "c_proj.bias": proj_bias}
-        return _loaded(run, module, probe, lambda: _out(run, module, x))
-
-    attn_bias = _bias_use(forward_with(np.concatenate([np.zeros(2 * C), b]), np.eye(C), np.zeros(C)), b + 0 * x,
-                          "c_attn")
-    proj_bias = _bias_use(forward_with(np.zeros(3 * C), np.zeros((C, C)), b), b + 0 * x, "c_proj")
-    if attn_bias or proj_bias:
-        return ["where: " + "; ".join(line for line in (
-            attn_bias or f"c_attn alone {_right(c_attn, 'is wrong')}",
-            proj_bias or f"c_proj alone {_right(c_proj, 'is wrong')}"))]
-    lines = [f"where: c_attn alone {_right(c_attn, 'is wrong')}; c_proj alone {_right(c_proj, 'is wrong')}"]
-    if c_attn and c_proj:
-        lines.append(f"c_attn's output has q, k, v as {C}-wide thirds, in that order: with the parts above right, "
-                     "look at how forward splits and passes them")
-    return lines
-
-
 def residual(run, fn, x: np.ndarray) -> list[str]:
     """residual_step with stand-in ln and sub-layers that make each sub-part visible."""
     def same(t):
@@ -426,7 +275,7 @@ def residual(run, fn, x: np.ndarray) -> list[str]:
         return t + 1.0
 
     def out(ln, sublayer):
-        return _out(run, lambda t: fn(t, ln, sublayer), x)
+        return probe_out(run, lambda t: fn(t, ln, sublayer), x)
 
     passed = out(same, zero)
     k = _factor(passed, x)
@@ -436,10 +285,10 @@ def residual(run, fn, x: np.ndarray) -> list[str]:
     a = _factor(out(same, double) - stream, 2 * x)  # how many times the sub-layer's output is added
     a = 1.0 if a is None or abs(a - 1) < 1e-3 else a
     added = f"no: it adds {a:.3g}x the sub-layer's output (expected once, as it is)" if a != 1 else "no"
-    read = _right(close(out(double, plus_one), stream + a * (2 * x + 1)), "no")
-    lines = [f"with a sub-layer that returns 0, the stream passes through: {_right(close(passed, x), kept)}",
+    read = right_or(close(out(double, plus_one), stream + a * (2 * x + 1)), "no")
+    lines = [f"with a sub-layer that returns 0, the stream passes through: {right_or(close(passed, x), kept)}",
              f"the sub-layer's output is added to the stream (ln passing x on, the sub-layer doubling it): "
-             f"{_right(close(out(same, double), stream + 2 * x), added) + given}",
+             f"{right_or(close(out(same, double), stream + 2 * x), added) + given}",
              f"the sub-layer reads ln(x) (ln doubling x, the sub-layer adding 1: x + (2x + 1)): "
              f"{read + given if a == 1 else read + f' (its output taken {a:.3g}x)'}"]
     return ["where (each sub-part alone): " + lines[0], *lines[1:]]
@@ -452,8 +301,8 @@ def block(run, module, x: np.ndarray, b) -> list[str]:
     def silenced(prefix: str, inner: int):
         return {f"{prefix}.c_proj.weight": np.zeros((C, inner)), f"{prefix}.c_proj.bias": np.zeros(C)}
 
-    attn_half = _loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: _out(run, module, x))
-    mlp_half = _loaded(run, module, silenced("attn", C), lambda: _out(run, module, x))
+    attn_half = loaded(run, module, silenced("mlp", b.p["mlp.c_fc.weight"].shape[1]), lambda: probe_out(run, module, x))
+    mlp_half = loaded(run, module, silenced("attn", C), lambda: probe_out(run, module, x))
     a_ok, m_ok = close(attn_half, x + b.attn(b.ln_1(x))), close(mlp_half, x + b.mlp(b.ln_2(x)))
     attn_wrong, mlp_wrong = "is not x + attn(ln_1(x))", "is not x + mlp(ln_2(x))"
     # What the attention half adds its output to, when not x: the MLP half then reads that stream.
@@ -464,8 +313,8 @@ def block(run, module, x: np.ndarray, b) -> list[str]:
                       "it came in")
         if not m_ok and close(mlp_half, base[1] + b.mlp(b.ln_2(base[1]))):
             m_ok, mlp_wrong = True, ""
-    lines = [f"the attention half alone (the MLP silenced): {_right(a_ok, attn_wrong)}",
-             f"the MLP half alone (the attention silenced): {_right(m_ok, mlp_wrong)}"
+    lines = [f"the attention half alone (the MLP silenced): {right_or(a_ok, attn_wrong)}",
+             f"the MLP half alone (the attention silenced): {right_or(m_ok, mlp_wrong)}"
              + (f" (on the stream the attention half passes on, {base[0].split(',')[0]})" if base and m_ok else "")]
     if a_ok and m_ok:
         lines.append("each half is right alone: how they are chained is not (the MLP half reads the stream after "
@@ -478,7 +327,7 @@ def _clauses(lines: list[str]) -> list[str]:
     return [re.sub(r"\s*\([^()]*\)$", "", c).strip() for line in text for c in line.split("; ")]
 
 
-def all_right(lines: list[str]) -> bool:
+def allright_or(lines: list[str]) -> bool:
     """Every sub-part line says right: the probes found nothing."""
     return bool(lines) and all(c.endswith("right") for c in _clauses(lines))
 
@@ -503,7 +352,7 @@ def describe(got: np.ndarray, want: np.ndarray, x: np.ndarray | None = None) -> 
 def unplaced(lines: list[str], got: np.ndarray, want: np.ndarray, x: np.ndarray | None) -> list[str]:
     """When every sub-part probe says right, say that they could not place the fault, and what the
     output is against the expected one when that can be said."""
-    if not all_right(lines):
+    if not allright_or(lines):
         return []
     said = describe(got, want, x)
     return ["these probes could not place the fault: each sub-part is right on its own inputs, the whole is not"

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from max.experimental import functional as F
 
-from checker.diagnosis import localise
+from checker.diagnosis import localise_attention as probes
 from checker.diagnosis.compiled import Probe, layer_module
 from checker.harness.runner import StepRun
 from checker.references import attention_np as ref
@@ -102,16 +102,16 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     params = {k: refs[k].astype(np.float64) for k in ("c_attn_weight", "c_attn_bias", "c_proj_weight", "c_proj_bias")}
     B, T = query.shape[:2]
     run.run_part("_split_heads", method("_split_heads"), (query, H, D), refs["q"], HEAD_AXES, SPLIT_MISTAKES, (H,),
-                 localise=lambda got: localise.layout(run, method("_split_heads"), (B, T, C), (H, D),
-                                                      [((B, T, H, D), "BTHD"), ((B, T, D, H), "BTDH")],
-                                                      (B, H, T, D), (0, 2, 1, 3)))
+                 localise=lambda got: probes.layout(run, method("_split_heads"), (B, T, C), (H, D),
+                                                    [((B, T, H, D), "BTHD"), ((B, T, D, H), "BTDH")],
+                                                    (B, H, T, D), (0, 2, 1, 3)))
     run.run_part("_merge_heads", method("_merge_heads"), (refs["heads"], H, D), refs["merged"], TOKEN_AXES,
-                 MERGE_MISTAKES, localise=lambda got: localise.layout(run, method("_merge_heads"), (B, H, T, D),
-                                                                      (H, D), [((B, H, T, D), "BHTD")], (B, T, C),
-                                                                      (0, 2, 1, 3)))
+                 MERGE_MISTAKES, localise=lambda got: probes.layout(run, method("_merge_heads"), (B, H, T, D),
+                                                                    (H, D), [((B, H, T, D), "BHTD")], (B, T, C),
+                                                                    (0, 2, 1, 3)))
     run.run_part("_attn", method("_attn"), (refs["q"], refs["k"], refs["v"]), refs["heads"], HEAD_AXES, ATTN_MISTAKES,
-                 localise=lambda got: localise.attention(run, method("_attn"), refs["q"].astype(np.float64),
-                                                         refs["k"].astype(np.float64)))
+                 localise=lambda got: probes.attention(run, method("_attn"), refs["q"].astype(np.float64),
+                                                       refs["k"].astype(np.float64)))
 
     if run.report.parts[0].status != PASS:
         run.todo_only(["forward"], module, tensor(refs["ln_1"]))
@@ -125,7 +125,7 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     ]
     # With a part it uses failing, forward is not probed: nothing may blame forward itself.
     fwd = run.run_part("forward", module, (refs["ln_1"],), refs["attn"], TOKEN_AXES, composed, (params, H),
-                       localise=None if broken else lambda got: localise.attention_layers(run, module, refs, got, H))
+                       localise=None if broken else lambda got: probes.attention_layers(run, module, refs, got, H))
     if fwd.status != PASS and broken:
         fwd.details.insert(0, f"forward uses {', '.join(broken)}: fix {'it' if len(broken) == 1 else 'them'} first")
     elif fwd.status != PASS and fwd.mistake and (alone := _right_alone(fwd.mistake)):
