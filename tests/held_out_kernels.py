@@ -899,4 +899,11 @@ HELD = [
          "A band of fewer than W rows stores W rows: over the next request's rows (a race) or past the output's "
          "end (a crash). A helpful message says a task writes past its rows.",
          ('two tasks write', 'past where it should stop', 'not past its request', 'stores more rows than it holds')),
+    Held('16', 'round-half-up', 'py',
+         'q = np.clip(np.rint(grouped / safe), -127, 127).astype(np.int8)',
+         'q = np.clip(np.floor(grouped / safe + 0.5), -127, 127).astype(np.int8)',
+         "quantize: how a tie (w / scale = k + 0.5) is rounded",
+         ("q is 1 off on the weights whose w / scale is exactly k + 0.5 with k even: ties round up, where "
+          "np.rint (the skeleton's rule) rounds them to even."),
+         ('tie',)),
 ]

@@ -128,6 +128,41 @@ def test_a_tie_that_float_rounding_tips_is_allowed_and_nothing_else(checkpoint):
     assert step16_quantize.quantize_part(_Run(), tipped, {name: w}).status == FAIL
 
 
+def test_ties_rounded_by_another_rule_fail_and_say_which(checkpoint):
+    """Exact ties (w / scale = k + 0.5) all rounded half up: a rule, not float rounding; named, and failed. The same
+    ties tipped one way and another (as a division by a reciprocal may) pass."""
+    w = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    w[:, 0] = 12.7  # each row's blocks scaled by 0.1 (the first) ...
+    w[:, 32] = 127.0  # ... and by 1 (the second), so k + 0.5 is exact in float32
+    w[:, 33:41] = np.array([0.5, 2.5, -1.5, -3.5, 4.5, 6.5, -0.5, 10.5], np.float32)
+    cases = {"ties": w}
+    evens = ref.quantize(w)
+
+    def half_up(weights):
+        q, s = ref.quantize(weights)
+        ratio = weights[:, 32:] / s[:, 1:2]
+        q[:, 32:] = np.floor(ratio + 0.5).astype(np.int8)
+        return q, s
+
+    part = step16_quantize.quantize_part(_Run(), half_up, cases)
+    assert part.status == FAIL and "half up" in part.summary and "np.rint" in part.summary, part.summary
+
+    def now_and_then(weights):  # two of the ties tipped up, the others to even: no one rule
+        q, s = evens[0].copy(), evens[1]
+        q[0, 33] += 1  # 0.5: 1, not 0
+        q[0, 35] += 1  # -1.5: -1, not -2
+        return q, s
+
+    assert step16_quantize.quantize_part(_Run(), now_and_then, cases).status == PASS
+
+    def past_the_neighbours(weights):  # a tie's q 1 off its even rounding, but on neither side of the tie
+        q, s = evens[0].copy(), evens[1]
+        q[0, 35] -= 1  # -1.5: -3
+        return q, s
+
+    assert step16_quantize.quantize_part(_Run(), past_the_neighbours, cases).status == FAIL
+
+
 def test_each_kernel_mistake_is_named_from_its_outputs(checkpoint):
     """KERNEL_MISTAKES on every case's arrays: the outputs each computes are named as it, and the right ones pass."""
     cases = step15_reference.kernel_cases(checkpoint.learner_config())

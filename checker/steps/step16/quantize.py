@@ -35,11 +35,13 @@ def quantize_cases(checkpoint: Checkpoint) -> dict[str, np.ndarray]:
     return cases
 
 
-def _near_tie(w: np.ndarray, scales: np.ndarray) -> np.ndarray:
-    """Where w / scale is within float rounding of a half: its rounding may tip either way."""
+def _tipped(w: np.ndarray, scales: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Where w / scale is within float rounding of a half and q is one of its two neighbours: its rounding may
+    tip either way."""
     per_column = np.repeat(scales, BLOCK, axis=1)[:, :w.shape[1]].astype(np.float64)
     ratio = w.astype(np.float64) / np.where(per_column == 0, 1, per_column)
-    return np.abs(np.abs(ratio - np.trunc(ratio)) - 0.5) < 1e-4
+    near = np.abs(np.abs(ratio - np.trunc(ratio)) - 0.5) < 1e-4
+    return near & ((q == np.floor(ratio)) | (q == np.ceil(ratio)))
 
 
 # What a block's scale may be made of: (formula, what it means, the statistic); max |w| / 127 is the reference's
@@ -74,6 +76,37 @@ def scales_read(cases: dict[str, np.ndarray], scales: dict[str, np.ndarray]) -> 
     return None
 
 
+# How a learner may round a tie (w / scale = k + 0.5 exactly), besides np.rint's to even
+TIE_RULES = [("half up (np.floor(x + 0.5))", lambda r: np.floor(r + 0.5)),
+             ("half away from zero (C's round)", lambda r: np.sign(r) * np.floor(np.abs(r) + 0.5)),
+             ("half down", lambda r: np.ceil(r - 0.5)),
+             ("half towards zero", lambda r: np.sign(r) * np.ceil(np.abs(r) - 0.5))]
+
+
+def ties_rule(cases: dict[str, np.ndarray], got: dict, want: dict) -> tuple[str, int] | None:
+    """When the learner's q rounds every exact tie of the reference's float32 division (w / scale = k + 0.5, its
+    scales equal to the reference's) by one rule other than np.rint's, and that rule moves two or more of them:
+    (the rule in words, how many it moved); else None (a tie tipped now and then is float rounding, allowed)."""
+    ties, learner = [], []
+    for name, w in cases.items():
+        (q, scales), (_, ws) = got[name], want[name]
+        if q.shape != w.shape or np.shape(scales) != ws.shape or not np.array_equal(scales, ws):
+            continue
+        per_column = np.repeat(ws, BLOCK, axis=1)[:, :w.shape[1]]
+        ratio = (w / np.where(per_column == 0, np.float32(1), per_column)).astype(np.float64)
+        exact = (per_column != 0) & (ratio - np.floor(ratio) == 0.5) & (np.abs(ratio) < 127)
+        ties.append(ratio[exact])
+        learner.append(q[exact].astype(np.float64))
+    if not ties:
+        return None
+    ties, learner = np.concatenate(ties), np.concatenate(learner)
+    moved = int((learner != np.rint(ties)).sum())
+    for said, rule in TIE_RULES:
+        if moved >= 2 and np.array_equal(learner, rule(ties)):
+            return said, moved
+    return None
+
+
 def _arrays(got, what: str) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(got, tuple) or len(got) != 2:
         raise LearnerError(f"{what} returned {type(got).__name__}, expected a tuple (q, scales)")
@@ -86,12 +119,16 @@ def quantize_part(run: StepRun, quantize, cases: dict[str, np.ndarray]) -> Part:
     except LearnerError as e:
         return run.add(Part.from_error("quantize", e))
     want = {name: ref.quantize(w) for name, w in cases.items()}
+    if (rule := ties_rule(cases, got, want)) is not None:
+        return run.add(Part("quantize", FAIL, f"q rounds every tie (w / scale = k + 0.5 exactly) {rule[0]}: "
+                            f"{rule[1]} weights are 1 off. np.rint rounds a tie to the even neighbour, as the "
+                            "skeleton says (ties to even); use np.rint"))
     for name, (q, scales) in got.items():
         if q.dtype != np.int8:
             return run.add(Part("quantize", FAIL, f"q is {q.dtype} on {name}, int8 expected: the kernel reads one "
                                 "byte a weight"))
         if q.shape == want[name][0].shape:  # a tie float rounding tipped the other way counts as right
-            tipped = _near_tie(cases[name], want[name][1]) & (np.abs(q.astype(int) - want[name][0]) <= 1)
+            tipped = _tipped(cases[name], want[name][1], q)
             got[name] = (np.where(tipped, want[name][0], q), scales)
 
     def verdict(name):
