@@ -34,7 +34,8 @@ LANES = 16
 def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
     """(name, B, H, T, P, D, N, magnitude): prefill and decode, with and without a cache, key counts no
     multiple of a tile, one key, the whole context, one head alone (its keys split at decode), scores
-    of GPT-2's magnitude (the large ones a wrong running maximum cannot hide), and 7 heads at decode: a task
+    of GPT-2's magnitude (the large ones a wrong running maximum cannot hide) and far below 0 (a maximum
+    started at 0 loses them all: each tile's, or the combine's of a head's split keys), and 7 heads at decode: a task
     a head, handed out in runs of equal length to the cores, leaves the last ones out when runs are cut short
     (7 is no multiple of 2, 3, 4, 5 or 6, and 12 none of 7 or 8)."""
     return [
@@ -46,8 +47,9 @@ def kernel_cases() -> list[tuple[str, int, int, int, int, int, int, float]]:
         ("decode P=1023 (the whole context), 12 heads", 1, 12, 1, CACHE - 1, D, CACHE, 1.0),
         ("decode P=300, one head, GPT-2-scale scores", 1, 1, 1, 300, D, 512, 6.0),
         ("prefill T=33 after P=3, GPT-2-scale scores", 1, 2, 33, 3, D, 64, 6.0),
-        ("decode P=200, scores far below 0", 1, 2, 1, 200, D, 256, -6.0),
+        ("decode P=200, 12 heads, scores far below 0", 1, 12, 1, 200, D, 256, -6.0),
         ("decode P=37, 7 heads (a count of tasks no multiple of the cores)", 1, 7, 1, 37, D, 64, 1.0),
+        ("decode P=200, one head (its keys split), scores far below 0", 1, 1, 1, 200, D, 256, -6.0),
     ]
 
 
