@@ -53,8 +53,34 @@ def test_the_skeleton_is_todo(checkpoint):
 def test_positions_mistakes_are_computed_not_guessed():
     right = ragged.positions(ragged.OFFSETS, ragged.CACHED)
     assert right.tolist() == [0, 1, 2, 3, 4, 7, 0, 1, 2, 3, 3]
+    checked = ragged.positions(ragged.CHECKED_OFFSETS, ragged.CHECKED_CACHED)
+    assert checked.tolist() == [*right.tolist(), 16, 17, 18]  # the worked example, then a chunk after a cache
     for rule in ("not-offset", "batch-rows"):
         assert ragged.positions(ragged.OFFSETS, ragged.CACHED, rule).tolist() != right.tolist()
+
+
+def test_positions_of_a_chunk_after_its_cache_are_checked():
+    """A chunk of a prompt after its cached part (chunked prefill, a prefix cache hit): positions that only a
+    request with a cache and several new rows tells apart from the right ones fail the positions part."""
+    source = (REPO / "solutions" / "solution_14.py").read_text()
+    right = "    return rows - first_row + cached"
+    assert source.count(right) == 1
+    namespace: dict = {}
+    exec(compile(source.replace(right, "    return F.where(cached > 0, cached, rows - first_row)"),
+                 "solution_14.py, a cached request's rows all at its cache's length", "exec"), namespace)
+
+    class Run:  # what the part needs of StepRun
+        def call(self, fn, *args):
+            return fn(*args)
+
+        def add(self, part):
+            return part
+
+    from solutions.solution_14 import ragged_positions
+
+    assert step14._positions_part(Run(), ragged_positions).status == PASS
+    part = step14._positions_part(Run(), namespace["ragged_positions"])
+    assert part.status == FAIL and "expected [0, 1, 2, 3, 4, 7, 0, 1, 2, 3, 3, 16, 17, 18]" in part.summary, part
 
 
 def test_serve_command_prints_the_url_and_a_kill_stops_it_all(checkpoint, server_slot):

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-# The positions part's batch: 4 requests, new rows 5, 1, 4, 1, cached 0, 7, 0, 3.
+# The book's worked example: 4 requests, new rows 5, 1, 4, 1, cached 0, 7, 0, 3.
 OFFSETS = np.array([0, 5, 6, 10, 11], dtype=np.uint32)
 CACHED = np.array([0, 7, 0, 3], dtype=np.uint32)
+# Step 14's positions and last-rows parts: the worked example and a fifth request, a chunk of 3 rows after 16
+# cached (a long prompt's second chunk, or a prompt whose start MAX's prefix cache held): rows 16, 17, 18.
+CHECKED_OFFSETS = np.append(OFFSETS, OFFSETS[-1] + 3).astype(np.uint32)
+CHECKED_CACHED = np.append(CACHED, 16).astype(np.uint32)
 
 
 def positions(offsets: np.ndarray, cached: np.ndarray, rule: str = "right") -> np.ndarray:

@@ -3,8 +3,8 @@
 Parts:
 
   earlier steps     the steps this file uses pass their own checks
-  ragged positions  ragged_positions on a batch of prompts and decodes (offsets [0, 5, 6, 10, 11],
-                    cached [0, 7, 0, 3]): each row's position, exactly
+  ragged positions  ragged_positions on a batch of prompts, decodes and a chunk after a cache (offsets
+                    [0, 5, 6, 10, 11, 14], cached [0, 7, 0, 3, 16]): each row's position, exactly
   last rows         last_rows on the same offsets: each request's last row, exactly
   paged model       GPT2Paged (first PAGED_LAYERS blocks) through SCENARIO: requests of different lengths,
                     prefill and decode in one batch, a request sitting a batch out; every new row's logits
@@ -34,7 +34,7 @@ import numpy as np
 from checker.diagnosis.stream import recording
 from checker.harness.deps import used_modules
 from checker.harness.runner import StepRun
-from checker.references.ragged import CACHED, OFFSETS, last_rows, positions
+from checker.references.ragged import CHECKED_CACHED, CHECKED_OFFSETS, last_rows, positions
 from checker.reporting.compare import EXACT, WHOLE_MODEL, compare
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.paged import NotStoodIn, PagedCache, standing_in
@@ -97,9 +97,10 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
 def _positions_part(run: StepRun, ragged_positions) -> Part:
     from max.experimental.tensor import Tensor
 
-    want = positions(OFFSETS, CACHED)
+    want = positions(CHECKED_OFFSETS, CHECKED_CACHED)
     try:
-        got = run.call(ragged_positions, int(OFFSETS[-1]), Tensor.from_dlpack(OFFSETS), Tensor.from_dlpack(CACHED))
+        got = run.call(ragged_positions, int(CHECKED_OFFSETS[-1]), Tensor.from_dlpack(CHECKED_OFFSETS),
+                       Tensor.from_dlpack(CHECKED_CACHED))
         if got is None:
             raise LearnerError("ragged_positions() returned None: is a `return` missing?")
         got = np.from_dlpack(got)
@@ -108,21 +109,21 @@ def _positions_part(run: StepRun, ragged_positions) -> Part:
     except Exception as e:  # noqa: BLE001 - not a Tensor
         return run.add(Part("ragged positions", FAIL, f"ragged_positions() returned {type(got).__name__}, "
                             f"not a max Tensor ({e})"))
-    outs = [(m, positions(OFFSETS, CACHED, v.positions).astype(np.float64)) for m, v in MISTAKES
+    outs = [(m, positions(CHECKED_OFFSETS, CHECKED_CACHED, v.positions).astype(np.float64)) for m, v in MISTAKES
             if v.positions != "right"]
     verdict = compare(got.astype(np.float64), want.astype(np.float64), axes=("row",), mistakes=outs, tol=EXACT)
     part = Part.from_verdict("ragged positions", verdict)
     part.summary = f"{part.summary}; got {got.tolist()}, expected {want.tolist()}" if not verdict.ok else \
-        f"{want.tolist()} for offsets {OFFSETS.tolist()}, cached {CACHED.tolist()}"
+        f"{want.tolist()} for offsets {CHECKED_OFFSETS.tolist()}, cached {CHECKED_CACHED.tolist()}"
     return run.add(part)
 
 
 def _last_rows_part(run: StepRun, last_rows_fn) -> Part:
     from max.experimental.tensor import Tensor
 
-    want = last_rows(OFFSETS)
+    want = last_rows(CHECKED_OFFSETS)
     try:
-        got = run.call(last_rows_fn, Tensor.from_dlpack(OFFSETS))
+        got = run.call(last_rows_fn, Tensor.from_dlpack(CHECKED_OFFSETS))
         if got is None:
             raise LearnerError("last_rows() returned None: is a `return` missing?")
         got = np.from_dlpack(got)
@@ -130,11 +131,11 @@ def _last_rows_part(run: StepRun, last_rows_fn) -> Part:
         return run.add(Part.from_error("last rows", e))
     except Exception as e:  # noqa: BLE001 - not a Tensor
         return run.add(Part("last rows", FAIL, f"last_rows() returned {type(got).__name__}, not a max Tensor ({e})"))
-    outs = [(m, last_rows(OFFSETS, rule).astype(np.float64)) for m, rule in ROW_MISTAKES]
+    outs = [(m, last_rows(CHECKED_OFFSETS, rule).astype(np.float64)) for m, rule in ROW_MISTAKES]
     verdict = compare(got.astype(np.float64), want.astype(np.float64), axes=("request",), mistakes=outs, tol=EXACT)
     part = Part.from_verdict("last rows", verdict)
     part.summary = f"{part.summary}; got {got.tolist()}, expected {want.tolist()}" if not verdict.ok else \
-        f"{want.tolist()} for offsets {OFFSETS.tolist()}"
+        f"{want.tolist()} for offsets {CHECKED_OFFSETS.tolist()}"
     return run.add(part)
 
 
