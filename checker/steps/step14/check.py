@@ -35,7 +35,7 @@ from checker.diagnosis.stream import recording
 from checker.harness.deps import used_modules
 from checker.harness.runner import StepRun
 from checker.references.ragged import CHECKED_CACHED, CHECKED_OFFSETS, last_rows, positions
-from checker.reporting.compare import EXACT, WHOLE_MODEL, compare
+from checker.reporting.compare import EXACT, WHOLE_MODEL, Tolerance, compare
 from checker.reporting.report import FAIL, PASS, Part, Report
 from checker.running.paged import NotStoodIn, PagedCache, standing_in
 from checker.steps.step14.mistakes import MISTAKES, ROW_MISTAKES
@@ -58,6 +58,10 @@ from runtime.learner import LearnerError
 
 FUNCTIONS = ("ragged_positions", "last_rows", "paged_attention", "GPT2Paged")
 PARTS = ["earlier steps", "ragged positions", "last rows", "paged model", "served"]
+# The paged model's logits: PAGED_LAYERS blocks of float32 work, not WHOLE_MODEL's twelve. A right model's worst
+# margins, both stand-ins, every style: 0.007 and 0.017 of WHOLE_MODEL, so a third of it keeps them under a tenth;
+# the exact (erf) GELU, 0.6 of WHOLE_MODEL here, is then off.
+PAGED_MODEL = Tolerance(WHOLE_MODEL.scale / 3, WHOLE_MODEL.rtol / 3)
 
 # --- the check ------------------------------------------------------------------------------------
 
@@ -74,8 +78,8 @@ def check(path: Path, checkpoint: Checkpoint, *, timeout: float = 300.0) -> Repo
     parts = PARTS if serve else PARTS[:-1]
     run = StepRun("14", "serving: ragged batches on MAX's paged KV cache", path, checkpoint,
                   f"ragged batches of 3-4 requests (prompts and decodes mixed), then a real max serve; "
-                  f"float32, logits {WHOLE_MODEL}" if serve else f"ragged batches of 3-4 requests (prompts and "
-                  f"decodes mixed); float32, logits {WHOLE_MODEL}; no server (GPT2_CHECK_SERVE=0)", parts,
+                  f"float32, logits {PAGED_MODEL}" if serve else f"ragged batches of 3-4 requests (prompts and "
+                  f"decodes mixed); float32, logits {PAGED_MODEL}; no server (GPT2_CHECK_SERVE=0)", parts,
                   timeout=timeout)
     if (opened := run.import_functions(FUNCTIONS, checkpoint)) is None:
         return run.finish("needs " + ", ".join(FUNCTIONS))
@@ -218,9 +222,9 @@ def _judged(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: list
             model = hf if variant.scaled else hf_model(checkpoint, PAGED_LAYERS, scaled=False)
             yield m, np.concatenate(scenario_logits(model, tokens, variant))
 
-    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=WHOLE_MODEL)
+    verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=[], tol=PAGED_MODEL)
     if not verdict.ok and flat_got.shape == flat_want.shape:
-        verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=mistakes(), tol=WHOLE_MODEL)
+        verdict = compare(flat_got, flat_want, axes=("row", "vocab"), mistakes=mistakes(), tol=PAGED_MODEL)
         if verdict.mistake is None:
             rows = [row for batch in scenario_rows(tokens) for row in batch]
             verdict.details += place(names, recorded, scenario_stream(hf, tokens), flat_got, flat_want, rows)
