@@ -262,6 +262,19 @@ def _give_up(doing: str, timeout: float) -> None:
     os._exit(1)
 
 
+def _why_slow(tb) -> str:
+    """What a call stopped at its time limit was doing, as far as its stack and the machine tell: MAX compiling
+    (slow on a busy machine, said with its load), or an infinite loop."""
+    inside_max = any("/max/" in frame.filename and re.search(r"compile|load", frame.name)
+                     for frame in traceback.extract_tb(tb))
+    cores = os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    busy = f"; the machine is busy (load {load:.1f} on {cores} cores)" if load > 1.5 * cores else ""
+    if inside_max:
+        return f"still inside MAX's compile{busy or ' (a compile takes minutes on a busy or small machine)'}"
+    return f"an infinite loop?{busy}"
+
+
 @contextlib.contextmanager
 def _time_limit(timeout: float, doing: str):
     """Raises LearnerError if the block runs longer than `timeout` seconds (0: no limit).
@@ -283,12 +296,11 @@ def _time_limit(timeout: float, doing: str):
         yield
     except _Timeout:
         limit_hit()
-        loc = _learner_line(sys.exc_info()[2])
+        tb = sys.exc_info()[2]
+        loc = _learner_line(tb)
         at = f"\n    at {loc[0]}: {loc[1]}" if loc else ""
-        raise LearnerError(
-            f"{doing}: no result after {timeout:g} s: an infinite loop? (raise the limit with --timeout){at}",
-            where=loc[0] if loc else None,
-        ) from None
+        raise LearnerError(f"{doing}: no result after {timeout:g} s: {_why_slow(tb)} (raise the limit with --timeout)"
+                           f"{at}", where=loc[0] if loc else None) from None
     finally:
         if use_alarm:
             watchdog.cancel()

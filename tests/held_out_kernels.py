@@ -906,4 +906,27 @@ HELD = [
          ("q is 1 off on the weights whose w / scale is exactly k + 0.5 with k even: ties round up, where "
           "np.rint (the skeleton's rule) rounds them to even."),
          ('tie',)),
+    Held('17', 'combine-max-from-zero', 'flash.mojo',
+         'var top = NEG_INF',
+         'var top: Float32 = 0',
+         "kernel: the combine's maximum over a head's split keys (started at 0, not the lowest float)",
+         ("NaN at decode where one head's keys are split and every score is far below 0: each part's weight "
+          "exp(m_part - 0) underflows to 0 and the combine divides 0 by 0. Look at where the combine's maximum "
+          "starts."),
+         ('how the parts are combined', 'm started above every score')),
+    Held('17', 'rescale-sign-flipped', 'flash.mojo',
+         'var factor = exp(m - new_m)',
+         'var factor = exp(new_m - m)',
+         "kernel: the online softmax's rescale factor (exp(m_old - m_new))",
+         ("NaN everywhere from the first key: exp(new_m - m) with m still the lowest float is inf, and 0 x inf "
+          "is NaN. The rescale factor is taken the wrong way round."),
+         ('the wrong way round',)),
+    Held('17', 'bands-floor', 'flash.mojo',
+         'var bands = (T + QROWS - 1) // QROWS',
+         'var bands = T // QROWS',
+         "kernel: the number of query bands (rounded down: the last, partial band never computed)",
+         ("The queries after the last whole band of 8 are never computed (all of them at decode and for T < 8): "
+          "their outputs hold whatever memory held, so they change from run to run. Not a race: count the "
+          "partial band."),
+         ('last, partial band', 'never written')),
 ]

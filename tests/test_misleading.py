@@ -179,6 +179,24 @@ def test_weights_that_are_no_distribution_are_translated():
     assert said.startswith("numpy's choice was given negative probabilities"), said
 
 
+def test_a_time_limit_inside_maxs_compile_is_not_called_a_loop():
+    """A call stopped at its limit while MAX compiles (slow on a busy machine) is told so, not as an infinite loop."""
+    from runtime.learner import _why_slow
+
+    def raised_in(filename: str, function: str):
+        code = compile(f"def {function}():\n    raise TimeoutError\n", filename, "exec")
+        namespace: dict = {}
+        exec(code, namespace)
+        try:
+            namespace[function]()
+        except TimeoutError as e:
+            return e.__traceback__
+
+    assert _why_slow(raised_in("/venv/lib/python3.13/site-packages/max/engine/api.py", "load")).startswith(
+        "still inside MAX's compile")
+    assert _why_slow(raised_in("/home/learner/steps/step_14.py", "forward")).startswith("an infinite loop?")
+
+
 def test_a_wide_axis_is_named_in_one_line():
     """Thousands of differing vocabulary entries: the first runs and the count, not a wall of numbers."""
     from checker.reporting.compare import where_differs

@@ -17,11 +17,14 @@ from checker.reporting.compare import compare, differs
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, Crashed, run_kernel
 from checker.steps.step17.mistakes import BY_CACHES, CATALOGUE, CUT, LAST_TILE, READ, TILES, cuts, output
-from checker.steps.step17.reading import computed_as, held_elsewhere, readings, rows_of, where_off
+from checker.steps.step17.reading import computed_as, held_elsewhere, never_written, readings, rows_of, where_off
 from checker.steps.step17.reference import KERNEL, case_arrays, expected, kernel_cases
 from runtime.learner import LearnerError
 
 SEED = 17
+UNWRITTEN = ("the outputs that change from run to run are right in no run and hold no other query's output: never "
+             "written, it seems (an output holds whatever its memory held before, another thing each run), not two "
+             "tasks writing one place: no task computes them")
 AXES = ("sequence", "head", "query", "")
 INDICES = ("q, k, v and the output [B, H, T, D] below (B * H * T) * D; the caches [B, H, N, D] below B * H * N * D, "
            "a head's key j at ((b * H + h) * N + j) * D, and P + T at most N")
@@ -131,7 +134,11 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], c
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
             elif off := where_off(rows, moved):
                 lines = [f"in the first run, {off[0]}", *off[1:], *lines]
-        if misplaced := [problem for name in raced for problem in caches[name]]:  # the writes do not race
+        misplaced = [problem for name in raced for problem in caches[name]]
+        if moved is None and never_written(rows):  # what changes is right in no run: memory no task writes
+            return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
+                        f"{'; '.join(raced)}", [*misplaced[:2], UNWRITTEN, *where_off(rows)])
+        if misplaced:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
         return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on {'; '.join(raced)}",

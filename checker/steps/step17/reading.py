@@ -52,14 +52,27 @@ def judged(wants: dict) -> list[tuple]:
 
 def rows_of(results: dict, wants: dict) -> Rows:
     """Every case's queries as rows [B * H * T, D]: the learner's output (its first run) against the right one;
-    feature "varies": the row is not the same in every run."""
+    features "varies": the row is not the same in every run, and "right once": it is right in some run."""
     def varies(runs: np.ndarray, D: int) -> np.ndarray:
         runs = runs.reshape(len(runs), -1, D)
         return (~((runs == runs[:1]) | (np.isnan(runs) & np.isnan(runs[:1])))).any(axis=(0, 2)).astype(int)
 
+    def right_once(runs: np.ndarray, want: np.ndarray, D: int) -> np.ndarray:
+        runs, want = runs.reshape(len(runs), -1, D), want.reshape(-1, D)
+        with np.errstate(invalid="ignore"):
+            return (np.abs(runs - want) <= KERNEL.allowed(want)).all(axis=2).any(axis=0).astype(int)
+
     return Rows.of(((case[0], results[case[0]][0].reshape(-1, case[5]), wants[case[0]][0].reshape(-1, case[5]),
-                     {**_features(case), "varies": varies(results[case[0]], case[5])}) for case in judged(wants)),
-                   KERNEL)
+                     {**_features(case), "varies": varies(results[case[0]], case[5]),
+                      "right once": right_once(results[case[0]], wants[case[0]][0], case[5])})
+                    for case in judged(wants)), KERNEL)
+
+
+def never_written(rows: Rows) -> bool:
+    """Whether every query that changes from run to run is right in no run (rows_of's): memory no task writes
+    (an output holds whatever its memory held), not two tasks writing one place, which some run gets right."""
+    varies = rows.features["varies"] == 1
+    return bool(varies.any() and not (varies & (rows.features["right once"] == 1)).any())
 
 
 # What the rows that are off are, in a kernel's terms; the first that fits is said.
@@ -101,6 +114,11 @@ OFF = [
          "off only at decode with a single head (not on every such case), where a head's keys are split between "
          "tasks: each part's range of keys (where it starts and ends: every key in exactly one part) and how the "
          "parts are combined (each part's l and acc scaled by exp(m_part - m))", within=True),
+    *(Rule(lambda f, k=k: f["t"] >= f["T"] - f["T"] % k,
+           "off exactly on the queries after each call's last whole band of {alike} (every query of a shorter "
+           "call, a decode's included), right on every whole band: the number of bands rounded down, T // band, "
+           "leaves the last, partial band uncomputed; (T + band - 1) // band counts it", family="band", value=k)
+      for k in (2, 4, 8, 16, 32)),
     *(Rule(lambda f, k=k: f["t"] % k != 0,
            f"each call's queries t = 0, {k}, {2 * k}, ... are right, every other off: queries go in bands of {k}; "
            f"within a band, which query a row reads or writes (the band's first t plus the row's index)")
@@ -140,7 +158,9 @@ OFF = [
 
 # Where NaN or inf appear, in a kernel's terms: the arithmetic that makes them there.
 START = ("the running maximum's starting -inf: exp(s - m) taken before m holds a score is exp(+inf) = inf, and "
-         "inf / inf or inf x 0 is NaN; m_old - m_new is -inf - (-inf) = NaN while both are still -inf")
+         "inf / inf or inf x 0 is NaN; m_old - m_new is -inf - (-inf) = NaN while both are still -inf; the rescale "
+         "factor the wrong way round, exp(m_new - m_old) for exp(m_old - m_new), is exp(+inf) = inf at the first "
+         "key (m_old still the lowest float), and l x inf = 0 x inf = NaN")
 NONFINITE = [
     Rule(lambda f: f["keys"] == 1,
          f"{{kind}} in the output only on the queries that see a single key: the first key's arithmetic, {START}"),
