@@ -18,7 +18,7 @@ from checker.reporting.compare import Mistake, compare, ranges
 from checker.reporting.report import FAIL, PASS, Part
 from checker.running.mojo import REPEATS, Crashed, run_probe
 from checker.steps.step15.mistakes import BIAS_MISSING, BIAS_TWICE, MISTAKES, RACE
-from checker.steps.step15.reading import readings, store_stride
+from checker.steps.step15.reading import readings, store_stride, terms_reading
 from checker.steps.step15.reference import KERNEL, WIDTHS, expected, shape_name
 from runtime.learner import LearnerError
 
@@ -122,10 +122,14 @@ def dimension(cases, results: dict, arrays: dict, tail: Tail = VECTOR_TAIL) -> l
     within = [width for width in tail.widths if len(failing) > 1 and
               all(k % width for name, (_, k, _) in shapes.items() if name in failing)]
     if within:  # failing only where K is no multiple of a width, though not everywhere it is not
+        w = within[0]
         ks = ", ".join(map(str, sorted({shapes[name][1] for name in failing})))
-        right = ", ".join(map(str, sorted({k for name, (_, k, _) in shapes.items() if name not in failing})))
-        return [f"the tail of K: off only on shapes whose K is no multiple of {within[0]} (K = {ks}); right on K = "
-                f"{right}, every multiple of it among them: {tail.columns}"]
+        right = sorted({k for name, (_, k, _) in shapes.items() if name not in failing})
+        said = [f"every multiple of {w} (K = {', '.join(str(k) for k in right if k % w == 0)})"
+                if any(k % w == 0 for k in right) else "",
+                f"K = {', '.join(str(k) for k in right if k % w)}" if any(k % w for k in right) else ""]
+        return [f"the tail of K: off only on shapes whose K is no multiple of {w} (K = {ks}); right on "
+                f"{' and on '.join(x for x in said if x)}: {tail.columns}"]
     return []
 
 
@@ -280,6 +284,8 @@ def judge_kernel(cases, results: dict, arrays: dict, named, *, tail: Tail = VECT
                      f"(the check puts NaN right before and after each input): {outside}; or it sums into a variable "
                      "or memory never set to 0")
     details = lines + (dimension(cases, results, arrays, tail) if failing and len(lines) == len(nan[:1]) else [])
+    if failing and not raced and mistake is None and stride is None:  # which terms each output summed, solved for
+        details += [terms] if (terms := terms_reading(cases, results, arrays, tail.widths, tail.piece)) else []
     details.append(f"right on: {'; '.join(name for name in verdicts if name not in shown) or 'none'}")
     for name in shown[:4]:
         varies = " (different in each run)" if name in raced else ""

@@ -10,6 +10,8 @@ scale each block was multiplied by. Each reading holds on every case or says not
     scale_reading(cases, results, packed)    step 16: each output the sum of its blocks' products, each
                                              block scaled by another scale than its own (another block's,
                                              another row's, 1 / scale) or summed otherwise: which
+    terms_reading(cases, results, arrays)    each output its row's products with each column counted a whole
+                                             number of times (solved for): which columns are not counted once
     store_stride(cases, results, arrays)     y[n, m] found at n * S + m, S another number than M (K, N):
                                              where the kernel stores a row of y, read from where each of
                                              its right values landed (two rows overlap: a race there)
@@ -26,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from checker.diagnosis.reading import Dimension, Variant, first_variant, follows
-from checker.reporting.compare import Mistake
+from checker.reporting.compare import Mistake, ranges
 from checker.steps.step15.mistakes import BIAS_HINT
 from checker.steps.step15.reference import KERNEL, WIDTHS, expected
 from runtime.quantize import BLOCK
@@ -326,6 +328,67 @@ def readings(cases, results: dict, arrays: dict, known: dict[int, Mistake], pack
     said = [s for s in (index_reading(cases, results, arrays),
                         scale_reading(cases, results, packed) if packed is not None else None) if s]
     return said, None
+
+
+TERMS_ROWS = 4096  # rows of w a terms reading solves with (the head's first ones): plenty for K unknowns
+
+
+def _columns_named(columns: np.ndarray, k: int, widths: tuple[int, ...], piece: str) -> str:
+    """Columns of a row of K in a kernel's words: its last one, the tail after its whole `piece`s of one of
+    `widths`, the whole ones before that tail, else their ranges."""
+    cols = set(columns.tolist())
+    if cols == {k - 1}:
+        return "the last column (K - 1)"
+    for w in widths:
+        start = k - k % w
+        if 0 < start < k and cols == set(range(start, k)):
+            return f"the {k % w} columns after the last whole {piece} of {w} (K % {w})"
+        if 0 < start < k and cols == set(range(start)):
+            return f"every column of the whole {piece}s of {w} (0 .. {start - 1})"
+    return f"columns {ranges(columns)}"
+
+
+def _counted_as(count: int) -> str:
+    return {0: "left out", 2: "counted twice", -1: "subtracted"}.get(count, f"counted {count} times")
+
+
+def terms_reading(cases, results: dict, arrays: dict, widths: tuple[int, ...] = WIDTHS, piece: str = "vector"
+                  ) -> str | None:
+    """When each output of a failing shape is its row's product with each column j counted a whole number of
+    times a_j, the same for every output (the bias once), solved for on every shape with more equations than
+    columns: which columns are counted otherwise than once, in the kernel's words when they agree across the
+    shapes read (a tail of K after whole `piece`s of one of `widths`). None when no failing shape can be read
+    or one does not fit."""
+    said = {}
+    for name, n_rows, k, m, _ in cases:
+        x, w, b = arrays[name]
+        got, want = results[name][0].astype(np.float64), expected(x, w, b)
+        if got.shape != want.shape or np.all(np.abs(got - want) <= KERNEL.allowed(want)):
+            continue
+        rows = min(m, TERMS_ROWS)
+        if n_rows * rows < k + 8 or not np.isfinite(got).all():
+            continue  # fewer equations than columns: nothing to read on this shape
+        terms = (x.astype(np.float64)[:, None, :] * w.astype(np.float64)[None, :rows, :]).reshape(-1, k)
+        target = (got[:, :rows] - (0 if b is None else b[:rows])).reshape(-1)
+        counts, *_ = np.linalg.lstsq(terms, target, rcond=None)
+        whole = np.rint(counts)
+        fitted = terms @ whole
+        if (np.abs(counts - whole).max() > 1e-3
+                or np.any(np.abs(fitted - target) > KERNEL.allowed(want[:, :rows]).reshape(-1))):
+            return None
+        off = {int(c): np.flatnonzero(whole == c) for c in np.unique(whole) if c != 1}
+        if not off:
+            return None
+        said[name] = "; ".join(f"{_columns_named(cols, k, widths, piece)} {_counted_as(c)}" for c, cols in off.items())
+    if not said:
+        return None
+    if len(set(said.values())) == 1:
+        where = next(iter(said))
+        return (f"each output sums its row's products w[m, j] x[n, j] with {next(iter(said.values()))}, every "
+                f"other column once, on {'every failing shape read so' if len(said) > 1 else where}"
+                f"{' (' + '; '.join(said) + ')' if len(said) > 1 else ''}: a loop's bounds, or where its sum starts")
+    return ("each output sums its row's products w[m, j] x[n, j], some columns otherwise than once: "
+            + "; ".join(f"on {name}, {what}" for name, what in said.items()))
 
 
 def store_stride(cases, results: dict, arrays: dict) -> str | None:

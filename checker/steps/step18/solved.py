@@ -124,6 +124,11 @@ def _where(off: np.ndarray, x: np.ndarray) -> str:
         said.append(f"columns {ranges(columns)} (of {K})")
     elif len(places) < BLOCK and off.sum() >= 2 * len(places):  # a place shared by several: a pattern
         said.append(f"only at places {ranges(places)} of a block of {BLOCK}")
+    elif len(blocks := np.unique(columns // BLOCK)) < -(-K // BLOCK):  # whole blocks, bar elements too small to tell
+        inside = np.isin(np.arange(K) // BLOCK, blocks)
+        if off[rows][:, inside].mean() >= 0.9:
+            said.append(f"in blocks {ranges(blocks)} of x's {-(-K // BLOCK)} (columns {blocks[0] * BLOCK} .. "
+                        f"{min(K, (blocks[-1] + 1) * BLOCK) - 1}), every other block right")
     return "; ".join(said) or "no pattern in their size, sign, rows, columns or places in a block"
 
 
@@ -132,14 +137,19 @@ def _factor(solved: np.ndarray, x: np.ndarray) -> str:
     if np.allclose(solved, 0, atol=1e-6 * max(np.abs(x).max(), 1e-30)):
         return ", each read as 0"
     c = _ratio(solved, x)
-    return f", each read as {c:.3g} times its value" if c is not None else ""
+    if c is None:
+        return ""
+    counted = (f": each counted {int(round(c))} times in the sum (a loop over them run again?)"
+               if abs(c - round(c)) < 1e-2 and round(c) >= 2 else "")
+    return f", each read as {c:.3g} times its value{counted}"
 
 
 def _ratio(a: np.ndarray, x: np.ndarray) -> float | None:
-    """The one c with a = c x on every element (within 1% of their median), or None."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = a / x
-    return float(np.median(c)) if np.isfinite(c).all() and np.allclose(c, np.median(c), rtol=1e-2) else None
+    """The one c with a = c x on every element (least squares; each within 1% of the largest |c x|), or None."""
+    if not (x * x).sum():
+        return None
+    c = float((a * x).sum() / (x * x).sum())
+    return c if np.abs(a - c * x).max() <= 1e-2 * max(np.abs(c * x).max(), 1e-30) else None
 
 
 MOST_BLOCKS = 32  # a [KB, KB] matrix of unknowns: K up to 1024 (GPT-2's 768, not the MLP's 3072)
