@@ -565,6 +565,21 @@ def test_what_changes_from_run_to_run_is_placed_by_row_request_head_and_page():
         in said, said
 
 
+def test_outputs_right_in_no_run_are_told_as_never_written_not_a_race():
+    """Request 1's rows hold another thing each run and are right in none (no task writes them): told as memory no
+    task writes, not as a race; rows that are right in some run (two writers) still are a race."""
+    case = "a decode row beside a 100-row chunk"
+    results = _results(expected)
+    results[case] = results[case].copy()
+    garbage = np.random.default_rng(0).standard_normal(results[case][:, 1:].shape) * 1e3
+    results[case][:, 1:] = garbage  # request 1's rows: whatever memory held, another thing each run
+    said = _said(judge(INPUTS, results))
+    assert "right in no run: no task writes them" in said and "two tasks write" not in said, said
+    results[case][0, 1:] = expected(*INPUTS[case])[0][1:]  # right in the first run: two writers, one won
+    said = _said(judge(INPUTS, results))
+    assert "right in no run" not in said and "two tasks write" in said, said
+
+
 class _Server:
     """A stand-in for a running server: each completion takes `seconds`."""
 

@@ -90,6 +90,9 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], c
                 "task, band or head left out: their memory holds whatever was there)")
         where = [f"  {case.name}: {_race_where(case, results[case.name], results[f'{case.name}#3'])}"
                  for case in cases if case.name in raced][:3]
+        if all(_never_right(results[name], wants[name][0]) and not _varies(results[f"{name}#3"]).any()
+               for name in raced):  # memory no task writes (the pool, written before, the same every run)
+            return Part("attention", FAIL, summary, [UNWRITTEN, "what changes from run to run:", *where])
         if _steady_share(results, names) >= 0.5 and (named := _named(inputs, results, wants, steady=True)) is not None:
             # a mistake that explains every value the same in every run: its stores collide where it races
             return Part("attention", FAIL, summary, [f"where it races: {race}", *where], named)  # named once
@@ -119,6 +122,21 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], c
         details.append(f"also off: {'; '.join(failing[1:])}")
     return Part("attention", FAIL, f"off on {len(failing)} of {len(names)} cases", details, None,
                 verdicts[first].margin)
+
+
+UNWRITTEN = ("the output rows that change from run to run are right in no run: no task writes them, it seems (a "
+             "task, band, head or request left out: their memory holds whatever was there, another thing each run), "
+             "not two tasks writing one place, which some run would get right: which rows each task is given (a "
+             "request's first and last row, its bands)")
+
+
+def _never_right(outputs: np.ndarray, want: np.ndarray) -> bool:
+    """outputs [R, T, H, D] of REPEATS runs: whether every (row, head) that changes from run to run is right in no
+    run (and some does change)."""
+    varies = _varies(outputs).any(axis=-1)  # [T, H]
+    with np.errstate(invalid="ignore"):
+        right = (np.abs(outputs - want) <= KERNEL.allowed(want)).all(axis=-1).any(axis=0)  # [T, H]: in some run
+    return bool(varies.any() and not (varies & right).any())
 
 
 def _race_where(case, outputs: np.ndarray, pools: np.ndarray) -> str:
