@@ -183,6 +183,23 @@ def test_the_products_judge_passes_the_right_product_and_reads_a_wrong_one():
     assert f"also off: {'; '.join(off[1:])}" in _said(part), _said(part)  # every failing case named
 
 
+def test_a_race_beside_outputs_off_the_same_way_every_run_counts_both():
+    """Products whose rows after the first are off in every run, some changing from run to run (x's rows read at
+    the wrong stride, past x's end for some): the steady ones are not called right."""
+    inputs = product_arrays()
+    results = {}
+    for name, M, K, N in product_cases():
+        out = np.stack([_product(*inputs[name]).astype(np.float32)] * REPEATS)
+        if M >= 8:
+            out[:, 1:] += 7.0  # every row but the first off, the same every run ...
+            out[1:, M - 1] += np.arange(1, REPEATS)[:, None]  # ... the last one changing too
+        results[name] = out
+    said = _said(judge_products(inputs, results)[0])
+    steady = sum((M - 2) * N for name, M, K, N in product_cases() if M >= 8)
+    assert f"{steady} of them the same every run" in said, said
+    assert "rows 0 .. 7 of x right" not in said, said
+
+
 def _rounded_results(inputs, rounding: str, rounds) -> dict[str, np.ndarray]:
     """A kernel's results that round as `rounding` on the cases where rounds(M) holds, float32's product elsewhere."""
     results = {}
