@@ -72,8 +72,32 @@ def case_arrays(case: tuple, seed: int, dtype: np.dtype = np.dtype(np.float32)) 
         k_cache[:, :, :P] += 4 * abs(m)
         k += 4 * abs(m)
         q = -np.abs(q) - 4 * abs(m)
+        _lead(q, k, k_cache, P)
     k_cache[:, :, P:P + T] = v_cache[:, :, P:P + T] = np.nan
     return [q, k, v, k_cache.astype(dtype), v_cache.astype(dtype), np.array([P], np.int64)]
+
+
+LEAD = 8.0  # how far a decode query's best score stands above its next one where scores are far below 0
+
+
+def _lead(q: np.ndarray, k: np.ndarray, k_cache: np.ndarray, P: int) -> None:
+    """Moves each decode query's best key (in place) so that its score leads the next by LEAD: scores of a few
+    hundred are exact in float32 to about 1e-4 only, and two near-tied keys would share their weight by how a
+    kernel's sums round, not by what it computes."""
+    assert q.shape[2] == 1, "a lead is made for decode queries (T = 1), whose keys no other query sees"
+    Dh = q.shape[-1]
+    for b, h in np.ndindex(q.shape[:2]):
+        keys = np.concatenate([k_cache[b, h, :P], k[b, h]]).astype(np.float64)  # [P + 1, D]
+        s = keys @ q[b, h, 0].astype(np.float64) / np.sqrt(Dh)
+        first, second = np.argsort(s)[-1], np.argsort(s)[-2] if len(s) > 1 else None
+        if second is None or s[first] - s[second] >= LEAD:
+            continue
+        step = (LEAD - (s[first] - s[second])) * np.sqrt(Dh) / float(q[b, h, 0].astype(np.float64) @ q[b, h, 0])
+        moved = (keys[first] + step * q[b, h, 0]).astype(np.float32)
+        if first < P:
+            k_cache[b, h, first] = moved
+        else:
+            k[b, h, 0] = moved
 
 
 def written(k, v, k_cache, v_cache, P: int) -> tuple[np.ndarray, np.ndarray]:
