@@ -185,12 +185,14 @@ def expected(q, k, v, blocks, cache_lengths, lookup, offsets, layer) -> tuple[np
 def product_cases() -> list[tuple[str, int, int, int]]:
     """(name, M, K, N): M = 1, 2, 7, 16, 64 rows on GPT-2's shapes (c_attn, c_proj, the MLP's two, the tied head's
     50257 rows), and K no multiple of 32 (a partial last block) for a few rows, a dozen and more: a kernel that
-    computes a small batch one way and a large one another is checked on each way and its leftover rows."""
+    computes a small batch one way and a large one another is checked on each way and its leftover rows; and a
+    prompt's 128 rows (x of 98304 values: work a kernel may share out differently at that size)."""
     return [("M=1, c_attn 768 -> 2304", 1, 768, 2304), ("M=2, attention's c_proj 768 -> 768", 2, 768, 768),
             ("M=7, mlp.c_proj 3072 -> 768", 7, 3072, 768), ("M=16, mlp.c_fc 768 -> 3072", 16, 768, 3072),
             ("M=64, c_attn 768 -> 2304", 64, 768, 2304), ("M=5, K=100 (a last block of 4), N=13", 5, 100, 13),
             ("M=3, K=100, N=13", 3, 100, 13), ("M=13, K=100, N=37", 13, 100, 37),
-            ("M=16, the head 768 -> 50257 (N odd)", 16, 768, 50257)]
+            ("M=16, the head 768 -> 50257 (N odd)", 16, 768, 50257),
+            ("M=128, a prompt's c_attn 768 -> 2304", 128, 768, 2304)]
 
 
 def bfloat16(a: np.ndarray) -> np.ndarray:
