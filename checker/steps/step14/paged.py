@@ -189,8 +189,8 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
         names, got, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows),
         embeddings="wte(tokens) + wpe's row at each row's position (ragged_positions passes, above: look at how "
                    "forward uses it)",
-        attention=lambda i: f"paged_attention (the keys and values it stores under layer_idx {i} and reads back, "
-                            "the mask, the scale)")
+        attention=lambda i: f"ln_1 (block.ln_1, not ln_2), paged_attention (the keys and values it stores under "
+                            f"layer_idx {i} and reads back, the mask, the scale, how its heads are merged for c_proj)")
     if placed is not None:
         return [placed.line]
     which = off_rows(row_margins(got_logits, want_logits), rows)
