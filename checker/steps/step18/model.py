@@ -232,10 +232,9 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
             pieces.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
         placed = first_difference(
             names, pieces, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows), embeddings=EMBEDDINGS,
-            attention=lambda i: f"ln_1 (the layer norm you swapped in: F.layer_norm's gamma its weight, beta its "
-                                f"bias), c_attn's "
-                                f"product with its bias, the split into q, k and v, paged_flash_attention (the layer "
-                                f"{i} it is told), c_proj's product with its bias")
+            attention=lambda i: "ln_1 (the layer norm you swapped in: F.layer_norm's gamma its weight, beta its "
+                                "bias), c_attn's product with its bias, the split into q, k and v, "
+                                f"paged_flash_attention (the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
             if placed.block == -1 and (said := embedding_rows(pieces["h.0.ln_1"], *embedding_tables(hf),
