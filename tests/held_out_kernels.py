@@ -17,6 +17,10 @@ a reading each: right only below one whole vector or block, or on queries of one
 learner's other custom op named when the decode is off with MAX's products in place); then bands sized for more
 tasks than are started and y stored with K for M (a third round's, read since by the two counts and by where
 the right outputs landed), and three that crash, last.
+Seven more come after those, from a fourth round: step 16's ties rounded half up (passed as "equal"), step 17's
+combine maximum started at 0 (passed: no case split a head's keys with every score far below 0), its rescale
+factor's sign and its bands counted rounded down (told as a race), and three of step 18's products (a leftover
+loop summing blocks again, x's row stride in bytes, a prompt's rows quantised by tile counts: passed).
 
 Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
@@ -929,4 +933,25 @@ HELD = [
           "their outputs hold whatever memory held, so they change from run to run. Not a race: count the "
           "partial band."),
          ('last, partial band', 'never written')),
+    Held('18', 'row-leftover-blocks-from-vector-index', 'int8_products.mojo',
+         'for b in range(K // (4 * L) * PER, KB):',
+         'for b in range(K // (4 * L), KB):',
+         "kernel: the few-rows path's loop over the blocks after its whole vectors (started at a vector's index)",
+         ("Products of few rows are off: the blocks after the first K // 64 are summed again by the leftover loop, "
+          "so x's second half counts twice. A helpful message says which blocks and the factor 2."),
+         ('counted 2 times',)),
+    Held('18', 'gemm-x-row-stride-in-bytes', 'int8_products.mojo',
+         'xu.bitcast[Int32]()[(m0 + i) * KB * GROUPS + b * GROUPS + g]))',
+         'xu.bitcast[Int32]()[(m0 + i) * KB * BLOCK + b * GROUPS + g]))',
+         "kernel: the many-rows path's row stride of the quantised x (bytes for 32-bit words)",
+         ("Products of many rows are off on every row of x but the first, the same every run (some rows read past "
+          "x change from run to run): where row m of x starts. Not a race alone, and rows after the first not right."),
+         ('rows of x 1-',)),
+    Held('18', 'quantise-rows-by-tile-share', 'matmul_q8.mojo',
+         'for m in range(task, M, tasks):',
+         'for m in range(task * per_task, min((task + 1) * per_task, M)):',
+         "kernel: which rows of x each task quantises (shared out by a count of tiles, not of rows)",
+         ("A prompt's later rows of x are never quantised when M x K is large: products of 128 rows are off after "
+          "some row, smaller ones right. The products part must fail, not only the served texts."),
+         ('a later group of rows of x', 'rows of x after row')),
 ]

@@ -317,6 +317,10 @@ UNSEEN: list[Mutation] = [
     Mutation("13", "eos-id-0-taken-for-none", "        if token == eos_token_id:",
              "        if eos_token_id and token == eos_token_id:", ("eos_token_id=0",)),
     # ---- step 14: ragged positions, paged attention, the rows taken ----
+    Mutation("14", "chunk-after-a-cache-at-its-length", "    return rows - first_row + cached",
+             "    return F.where(cached > 0, cached, rows - first_row)", ("ragged positions",)),
+    Mutation("14", "mlp-with-the-exact-gelu", "            x = x + block.mlp(block.ln_2(x))",
+             "            x = x + block.mlp.c_proj(F.gelu(block.mlp.c_fc(block.ln_2(x))))", ("mlp",)),
     Mutation("14", "owner-off-by-one", "rows[:, None] >= ends[None, :]", "rows[:, None] > ends[None, :]",
              ("ragged positions",)),
     Mutation("14", "positions-one-late", "return rows - first_row + cached", "return rows - first_row + cached + 1",
