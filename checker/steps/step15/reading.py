@@ -339,12 +339,14 @@ def _columns_named(columns: np.ndarray, k: int, widths: tuple[int, ...], piece: 
     cols = set(columns.tolist())
     if cols == {k - 1}:
         return "the last column (K - 1)"
-    for w in widths:
-        start = k - k % w
-        if 0 < start < k and cols == set(range(start, k)):
-            return f"the {k % w} columns after the last whole {piece} of {w} (K % {w})"
-        if 0 < start < k and cols == set(range(start)):
-            return f"every column of the whole {piece}s of {w} (0 .. {start - 1})"
+    for tail in (True, False):  # the widths that cut K there, all named: the columns cannot tell them apart
+        fit = [w for w in widths
+               if 0 < k - k % w < k and cols == set(range(k - k % w, k) if tail else range(k - k % w))]
+        if fit:
+            start = k - k % fit[0]
+            named = ", ".join(map(str, fit[:-1])) + " or " * (len(fit) > 1) + str(fit[-1])
+            return (f"the {k - start} columns after the last whole {piece} of {named}" if tail else
+                    f"every column of the whole {piece}s of {named} (0 .. {start - 1})")
     return f"columns {ranges(columns)}"
 
 
