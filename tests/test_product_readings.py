@@ -155,3 +155,28 @@ def test_rows_of_y_stored_at_another_stride_are_told_by_it(checkpoint, stride, s
     assert line is not None and f"each right output y[n, m] lies at {said}" in line, line
     right = _fake_results(checkpoint.learner_config(), lambda x, w, b, y: y)
     assert store_stride(right[0], {name: np.stack(r) for name, r in right[1].items()}, right[2]) is None
+
+
+def test_the_terms_each_output_summed_are_solved_for(checkpoint):
+    """Each output solved as its row's products with each column counted a whole number of times: a tail loop one
+    column short is told as the last column left out, a partial block's sum put in place of the whole blocks' as
+    every whole block's columns left out; a product that is no such sum is not read."""
+    from checker.steps.step15.reading import terms_reading
+
+    def read(wrong, widths=step15_reference.WIDTHS, piece="vector"):
+        cases, results, arrays = _fake_results(checkpoint.learner_config(), wrong)
+        return terms_reading(cases, {name: np.stack(r) for name, r in results.items()}, arrays, widths, piece)
+
+    def last_column_left_out(x, w, b, y):
+        return y - np.outer(x[:, -1], w[:, -1]) if x.shape[1] % 16 else y
+
+    said = read(last_column_left_out)
+    assert said is not None and "the last column (K - 1) left out" in said, said
+
+    def whole_blocks_lost(x, w, b, y):
+        start = x.shape[1] - x.shape[1] % 32
+        return y - x[:, :start] @ w[:, :start].T if 0 < start < x.shape[1] else y
+
+    said = read(whole_blocks_lost, (32,), "block")
+    assert said is not None and "every column of the whole blocks of 32" in said and "left out" in said, said
+    assert read(lambda x, w, b, y: y * 1.5) is None  # a factor on every output: no whole count per column
