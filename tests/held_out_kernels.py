@@ -946,7 +946,7 @@ HELD = [
          "kernel: the many-rows path's row stride of the quantised x (bytes for 32-bit words)",
          ("Products of many rows are off on every row of x but the first, the same every run (some rows read past "
           "x change from run to run): where row m of x starts. Not a race alone, and rows after the first not right."),
-         ('rows of x 1-',)),
+         ('only from some number of rows on',)),
     Held('18', 'quantise-rows-by-tile-share', 'matmul_q8.mojo',
          'for m in range(task, M, tasks):',
          'for m in range(task * per_task, min((task + 1) * per_task, M)):',
