@@ -54,7 +54,7 @@ def test_the_contracts_hold():
     done = run_python(*LINT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     n = len(_contracts())
-    assert n == 8 and f"{n} kept, 0 broken" in done.stdout
+    assert n == 9 and f"{n} kept, 0 broken" in done.stdout
 
 
 @pytest.mark.parametrize("module, line, broken", [
@@ -65,6 +65,8 @@ def test_the_contracts_hold():
     ("checker.reporting.compare", "from checker.steps import step07", "the grader's imports go only down"),
     ("checker.steps.step16.check", "from checker.steps.step14 import reference", "int8 (step 16) builds on the kernel"),
     ("checker.steps.step15.check", "from checker.steps.step14 import mistakes", "serving (step 14) and the kernels"),
+    ("checker.diagnosis.localise_attention", "from checker.diagnosis import compiled",
+     "attention's sub-part probes stand apart"),
 ])
 def test_an_import_that_breaks_a_contract_is_named(tmp_path, module, line, broken):
     done = _lint_with(tmp_path, module, line)
