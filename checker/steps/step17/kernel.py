@@ -123,6 +123,10 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], c
         rows = rows_of(results, wants)
         # an output that holds another query's: two tasks store to one place, whatever else the cases share
         moved = held_elsewhere(rows)
+        misplaced = [problem for name in raced for problem in caches[name]]
+        if moved is None and never_written(rows):  # what changes is right in no run: memory no task writes
+            return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
+                        f"{'; '.join(raced)}", [*misplaced[:2], UNWRITTEN, *where_off(rows)])
         prefill_only = all(T > 1 for name, B, H, T, *_ in cases if name in raced) and moved is None
         split_only = all(T == 1 and B * H == 1 for name, B, H, T, *_ in cases if name in raced) and moved is None
         lines = ([f"only where T > 1 (a prefill): {early}", f"or {both}"] if prefill_only else
@@ -134,10 +138,6 @@ def judge(inputs: dict[str, list[np.ndarray]], results: dict[str, np.ndarray], c
                 lines = [f"in the first run, your output is attention computed as if {variant.says}", *lines]
             elif off := where_off(rows, moved):
                 lines = [f"in the first run, {off[0]}", *off[1:], *lines]
-        misplaced = [problem for name in raced for problem in caches[name]]
-        if moved is None and never_written(rows):  # what changes is right in no run: memory no task writes
-            return Part("kernel", FAIL, f"the same input gave different outputs in {REPEATS} runs on "
-                        f"{'; '.join(raced)}", [*misplaced[:2], UNWRITTEN, *where_off(rows)])
         if misplaced:  # the writes do not race
             lines = [*misplaced[:2], "a task then reads a position of the cache while another writes it: write the "
                      "new keys and values at P .. P+T-1 and nowhere else", *lines[1:]]
