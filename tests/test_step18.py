@@ -714,8 +714,8 @@ def test_linears_without_their_bias_are_read_from_the_stream(checkpoints):
 
 
 @pytest.mark.parametrize("where, norm, left, placed", [
-    ("blocks", "ln_2", ("weight", "bias"), "block 0's MLP:"),
-    ("blocks", "ln_1", ("bias",), "block 0's attention half"),
+    ("blocks", "ln_2", ("weight", "bias"), "block 0's ln_2: its input matches, its output does not"),
+    ("blocks", "ln_1", ("bias",), "block 0's ln_1: its input matches, its output does not"),
     ("end", "ln_f", ("weight",), "ln_f:")])
 def test_a_layernorm_without_its_weight_or_bias_is_read_from_the_stream(checkpoints, where, norm, left, placed):
     """A LayerNorm that normalises but leaves out its weight (as ones) or bias (as zeros), nobody's catalogued
@@ -730,6 +730,22 @@ def test_a_layernorm_without_its_weight_or_bias_is_read_from_the_stream(checkpoi
     words = " and ".join(f"{norm}'s {name}" for name in left)
     assert part.status == FAIL and placed in said, said
     assert f"with {words} left out" in said and "each LayerNorm scales the normalised rows" in said, said
+
+
+@pytest.mark.slow  # transformers through the scenario four times: ~30 s on 2 cores
+def test_a_layernorm_with_weight_and_bias_exchanged_is_placed_at_that_norm(checkpoints):
+    """ln_1 as F.layer_norm with gamma and beta exchanged (nobody's catalogued mistake): placed at block 0's ln_1,
+    its input right, not spread over the attention half's pieces; its MLP half's norm right."""
+    def exchanged(model):
+        for block in model.transformer.h:
+            weight = block.ln_1.weight.data.clone()
+            block.ln_1.weight.data.copy_(block.ln_1.bias.data)
+            block.ln_1.bias.data.copy_(weight)
+
+    part = _judged_left_out(checkpoints["synthetic"], exchanged)
+    said = _said(part)
+    assert part.status == FAIL and "block 0's ln_1: its input matches, its output does not" in said, said
+    assert "attention half" not in said and "ln_2" not in said, said
 
 
 @pytest.mark.slow  # transformers' model run under noise, many times: 36-108 s

@@ -4,7 +4,8 @@ by op, or traced into a graph that returns them); Hugging Face's by hooks on the
 
     PIECES                            each block's: "ln_1" (its input), "ln_2" (the stream after its attention
                                       half), "mlp" (its MLP's output); then "ln_f" (the stream at the end)
-                                      and "ln_f out"
+                                      and "ln_f out"; beside them each block's "ln_1 out" and "ln_2 out" (what
+                                      its norms gave), which place a half that is off at its norm or past it
     recording(recorded, model)        while the learner's model runs, (name, tensor) appended for each piece
     stacked(recorded)                 {name: [rows, C]}: each piece's rows, call after call
     hooked(hf)                        while Hugging Face runs, {name: [[rows, C], ...]} filled the same way
@@ -43,11 +44,17 @@ def expected_names(layers: int) -> list[str]:
     return [f"h.{i}.{p}" for i in range(layers) for p in PIECES] + ["ln_f", "ln_f out"]
 
 
+def _norm_out(name: str) -> bool:
+    """A block's "h.i.ln_1 out" or "h.i.ln_2 out": recorded beside its norm's input, not a piece of the order."""
+    return name.startswith("h.") and name.endswith(" out")
+
+
 @contextlib.contextmanager
 def recording(recorded: list, model):
     """While the block runs, each call of the model's blocks' ln_1, ln_2, mlp and its ln_f appends (name,
-    tensor) to `recorded`: the input of ln_1 and ln_2 and ln_f, the output of mlp and ("ln_f out") ln_f. A
-    piece the learner's forward does not call through its module is simply not recorded."""
+    tensor) to `recorded`: the input of ln_1 and ln_2 and ln_f, then their outputs ("h.i.ln_1 out", ...,
+    "ln_f out"), the output of mlp. A piece the learner's forward does not call through its module is simply
+    not recorded."""
     t = getattr(model, "transformer", None)
     watched = [(f"h.{i}.{name}", getattr(block, name)) for i, block in enumerate(getattr(t, "h", []) or [])
                for name in PIECES if hasattr(block, name)]
@@ -61,9 +68,7 @@ def recording(recorded: list, model):
             if name.endswith(".mlp"):
                 recorded.append((name, y))
             else:
-                recorded.append((name, x))
-                if name == "ln_f":
-                    recorded.append(("ln_f out", y))
+                recorded.extend([(name, x), (f"{name} out", y)])
             return y
 
         object.__setattr__(module, "forward", record)
@@ -92,8 +97,11 @@ def hooked(hf):
     hooks = []
     for i, block in enumerate(hf.transformer.h):
         for name, module in ((f"h.{i}.ln_1", block.ln_1), (f"h.{i}.ln_2", block.ln_2)):
-            hooks.append(module.register_forward_pre_hook(
-                lambda m, args, name=name: seen.setdefault(name, []).append(args[0][0].double().numpy())))
+            def norm(m, args, out, name=name):
+                seen.setdefault(name, []).append(args[0][0].double().numpy())
+                seen.setdefault(f"{name} out", []).append(out[0].double().numpy())
+
+            hooks.append(module.register_forward_hook(norm))
         hooks.append(block.mlp.register_forward_hook(
             lambda m, args, out, i=i: seen.setdefault(f"h.{i}.mlp", []).append(out[0].double().numpy())))
 
@@ -132,6 +140,7 @@ def _piece(name: str) -> str:
 def order_problem(names: list[str], layers: int) -> str | None:
     """What is wrong with the order the pieces were recorded in (their first calls), or None."""
     expected = expected_names(layers)
+    names = [name for name in names if not _norm_out(name)]
     if not names:
         return ("where: the probes could not place it (your forward calls none of the blocks' ln_1, ln_2 and mlp "
                 "nor ln_f as modules, so the stream between them is not seen)")
@@ -146,10 +155,24 @@ def order_problem(names: list[str], layers: int) -> str | None:
     return None
 
 
+def _matched(got: dict, i: int, what: str, norm: str) -> str:
+    """"its input and ln_1's output match" where block i's norm's output was recorded (and so found right), else
+    "its input matches"."""
+    return f"{what} and {norm}'s output match" if f"h.{i}.{norm} out" in got else f"{what} matches"
+
+
+def _norm_said(i: int, norm: str) -> str:
+    """A block's norm whose output is off on the right input, in words."""
+    return (f"block {i}'s {norm}: its input matches, its output does not: block.{norm}(x) is each row less its mean, "
+            f"over the square root of its variance plus eps, times {norm}'s weight plus {norm}'s bias (block {i}'s "
+            "own)")
+
+
 class Placed(NamedTuple):
     """Where a stream first differs: the line that says so, the block it is in (-1: the embeddings, before
     block 0; `layers`: ln_f or the head, after the last; None: the pieces were not called in order), and the
-    piece whose rows are off first ("h.0.ln_2": block 0's attention half; "" when none is)."""
+    piece whose rows are off first ("h.0.ln_2": block 0's attention half, "h.0.ln_1 out": its ln_1; "" when
+    none is)."""
 
     line: str
     block: int | None
@@ -165,18 +188,22 @@ def first_difference(names: list[str], got: dict[str, np.ndarray], want: dict[st
                      off: Callable[[np.ndarray], str | None], *, embeddings: str, attention: Callable[[int], str],
                      ) -> Placed | None:
     """The first piece whose rows are off (`off`: each row's margin [rows] -> which rows are off, in words,
-    or None), said as the piece between two that match: the embeddings, block i's attention half
-    (`attention(i)` says what it holds), its MLP or its residual add, ln_f. None when every piece through
+    or None), said as the piece between two that match: the embeddings, block i's ln_1, its attention half
+    (`attention(i)` says what it holds), its ln_2, its MLP or its residual add, ln_f. None when every piece through
     ln_f's output is right. `names` are the pieces in the order recorded (order_problem first)."""
     if (problem := order_problem(names, layers)) is not None:
         return Placed(problem, None)
     steps = [("h.0.ln_1", -1, f"the embeddings: the stream into block 0 is not {embeddings}")]
     for i in range(layers):
         after = f"h.{i + 1}.ln_1" if i + 1 < layers else "ln_f"
-        steps += [(f"h.{i}.ln_2", i, f"block {i}'s attention half: its input matches, the stream after x + "
-                   f"attention(ln_1(x)) does not: {attention(i)}, or how forward adds it to the stream"),
-                  (f"h.{i}.mlp", i, f"block {i}'s MLP: the stream after the attention half matches, block.mlp(...) "
-                   "does not: what forward hands it (ln_2 of the stream)"),
+        steps += [(f"h.{i}.ln_1 out", i, _norm_said(i, "ln_1")),
+                  (f"h.{i}.ln_2", i, f"block {i}'s attention half: {_matched(got, i, 'its input', 'ln_1')}, the "
+                   f"stream after x + attention(ln_1(x)) does not: {attention(i)}, or how forward adds it to the "
+                   "stream"),
+                  (f"h.{i}.ln_2 out", i, _norm_said(i, "ln_2")),
+                  (f"h.{i}.mlp", i, f"block {i}'s MLP: "
+                   f"{_matched(got, i, 'the stream after the attention half', 'ln_2')}, block.mlp(...) does not: "
+                   "what forward hands it (ln_2's output)"),
                   (after, i, f"block {i}'s MLP half: the MLP's output matches, the stream after it does not: the "
                    "residual add x + mlp(ln_2(x))")]
     steps.append(("ln_f out", layers, "ln_f: the stream at the end matches, ln_f's output does not"))

@@ -49,7 +49,8 @@ class Probed:
 
     `names` lists the recorded tensors, in order, once the graph is traced: "h.i.ln_1" (block i's input),
     "h.i.ln_2" (after its attention half), "h.i.mlp" (its MLP's output), "ln_f" (the stream at the end),
-    "ln_f out"; a piece the learner's forward does not call through its module is simply not there."""
+    "ln_f out", and each block's norms' outputs ("h.i.ln_1 out", "h.i.ln_2 out"); a piece the learner's forward
+    does not call through its module is simply not there."""
 
     def __init__(self, paged, kv_params):
         from max.experimental.nn import Module
@@ -189,8 +190,9 @@ def place(names: list[str], recorded: list[list[np.ndarray]], stream: dict[str, 
         names, got, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows),
         embeddings="wte(tokens) + wpe's row at each row's position (ragged_positions passes, above: look at how "
                    "forward uses it)",
-        attention=lambda i: f"ln_1 (block.ln_1, not ln_2), paged_attention (the keys and values it stores under "
-                            f"layer_idx {i} and reads back, the mask, the scale, how its heads are merged for c_proj)")
+        attention=lambda i: f"what forward hands the attention (ln_1's output), paged_attention (the keys and "
+                            f"values it stores under layer_idx {i} and reads back, the mask, the scale, how its heads "
+                            "are merged for c_proj)")
     if placed is not None:
         return [placed.line]
     which = off_rows(row_margins(got_logits, want_logits), rows)

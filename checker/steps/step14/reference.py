@@ -89,7 +89,8 @@ def scenario_places(tokens: dict[str, list[int]]) -> tuple[np.ndarray, np.ndarra
 def scenario_stream(model, tokens: dict[str, list[int]]) -> dict[str, np.ndarray]:
     """Hugging Face through SCENARIO, every row's stream where the learner's model is probed (Probed):
     {"h.i.ln_1": the input of block i, "h.i.ln_2": after its attention half, "h.i.mlp": its MLP's output,
-    "ln_f": ln_f's input, "ln_f out": its output}, each [all rows of all batches, C] in batch order."""
+    "h.i.ln_1 out" and "h.i.ln_2 out": what its norms gave, "ln_f": ln_f's input, "ln_f out": its output},
+    each [all rows of all batches, C] in batch order."""
     import torch
 
     with hooked(model) as seen, torch.no_grad():

@@ -134,12 +134,13 @@ def model_part(run: StepRun, GPT2PagedQ8, eleven, checkpoint: Checkpoint, roundi
 
 
 def leavable(hf, piece: str) -> list[list[str]]:
-    """What a forward can leave out that feeds `piece` (a block's attention half "h.i.ln_2", its MLP "h.i.mlp", or
-    "ln_f out"): each Linear's bias and LayerNorm's weight and bias there (a block's by its names in block 0, for
-    every block), alone, the Linears' biases together, and each LayerNorm's two together."""
+    """What a forward can leave out that feeds `piece` (a block's ln_1 "h.i.ln_1 out", its attention half "h.i.ln_2",
+    its ln_2 "h.i.ln_2 out", its MLP "h.i.mlp", or "ln_f out"): each Linear's bias and LayerNorm's weight and bias
+    there (a block's by its names in block 0, for every block), alone, the Linears' biases together, and each
+    LayerNorm's two together."""
     import torch
 
-    halves = {"ln_2": ("ln_1", "attn"), "mlp": ("ln_2", "mlp")}
+    halves = {"ln_1 out": ("ln_1",), "ln_2": ("attn",), "ln_2 out": ("ln_2",), "mlp": ("mlp",)}
     parts = piece.split(".")
     if piece == "ln_f out":
         owner, within = hf.transformer, ("ln_f",)
@@ -232,8 +233,8 @@ def judge_model(got: list[np.ndarray], recorded: list[list[np.ndarray]], names: 
             pieces.setdefault(name, np.concatenate([batch[i] for batch in recorded]))
         placed = first_difference(
             names, pieces, stream, PAGED_LAYERS, lambda margins: off_rows(margins, rows), embeddings=EMBEDDINGS,
-            attention=lambda i: "ln_1 (the layer norm you swapped in: F.layer_norm's gamma its weight, beta its "
-                                "bias), c_attn's product with its bias, the split into q, k and v, "
+            attention=lambda i: "what forward hands c_attn (ln_1's output), c_attn's product with its bias, the "
+                                "split into q, k and v, "
                                 f"paged_flash_attention (the layer {i} it is told), c_proj's product with its bias")
         if placed is not None:
             verdict.details.append(placed.line)
