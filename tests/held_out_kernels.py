@@ -22,8 +22,10 @@ combine maximum started at 0 (passed: no case split a head's keys with every sco
 factor's sign and its bands counted rounded down (told as a race), and three of step 18's products (a leftover
 loop summing blocks again, x's row stride in bytes, a prompt's rows quantised by tile counts: passed).
 
-Held(step, name, file, old, new, piece, expect, cause): `file` "py" for solutions/solution_NN.py, else the
+Held(step, name, file, old, new, piece, expect, cause, needs): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
+`needs`: a CPU flag the mistake needs to be one (step 18's vector of bytes holds two blocks only with VNNI's 512
+bits; on AVX2 a vector's index is its block's, and the edit changes nothing).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Held(NamedTuple):
     piece: str
     expect: str
     cause: tuple[str, ...]
+    needs: str = ""  # a CPU flag (as /proc/cpuinfo names it) without which the edit computes what the solution does
 
 
 HELD = [
@@ -743,7 +746,7 @@ HELD = [
          "In the row path a vector of 64 bytes (two blocks) takes the scales at the vector's index p, p + 1, not "
          "its blocks' 2p, 2p + 1: right for the first vector of a row, wrong from block 2 on, on products of few "
          "rows with K past 64. A helpful message says which scale each block took.",
-         ("another block's scale",)),
+         ("another block's scale",), needs='avx512_vnni'),
     Held('18', 'gemm-bias-twice', 'int8_products.mojo',
          '            yp.unsafe_store(at, acc[2 * i] + bp.unsafe_load[width=L](n_lo))',
          '            acc[2 * i] += bp.unsafe_load[width=L](n_lo)\n'
@@ -939,7 +942,7 @@ HELD = [
          "kernel: the few-rows path's loop over the blocks after its whole vectors (started at a vector's index)",
          ("Products of few rows are off: the blocks after the first K // 64 are summed again by the leftover loop, "
           "so x's second half counts twice. A helpful message says which blocks and the factor 2."),
-         ('counted 2 times',)),
+         ('counted 2 times',), needs='avx512_vnni'),
     Held('18', 'gemm-x-row-stride-in-bytes', 'int8_products.mojo',
          'xu.bitcast[Int32]()[(m0 + i) * KB * GROUPS + b * GROUPS + g]))',
          'xu.bitcast[Int32]()[(m0 + i) * KB * BLOCK + b * GROUPS + g]))',

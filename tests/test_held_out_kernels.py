@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from bench.machine import VECTOR_FLAGS, cpu
 from checker import registry
 from runtime.paths import REPO
 from tests.conftest import mutate, solution_source
@@ -42,6 +43,7 @@ def test_each_applies_once_is_new_and_says_its_piece():
         source = (REPO / "solutions" / (f"solution_{h.step}.py" if h.file == "py" else kernel)).read_text()
         assert mutate(source, h.old, h.new) != source, h.name
         assert h.cause and all(h.cause) and h.piece and h.expect, h.name
+        assert not h.needs or h.needs in VECTOR_FLAGS, h.name
         catalogue = registry.step(h.step).catalogue
         assert h.name not in {c.id for c in catalogue}, f"{h.step} {h.name} is a catalogued mistake's id"
         assert (h.old, h.new) not in {(c.edit.old, c.edit.new) for c in catalogue if c.edit}, h.name
@@ -52,6 +54,8 @@ def test_each_applies_once_is_new_and_says_its_piece():
 @pytest.mark.heavy
 @pytest.mark.parametrize("h", HELD, ids=[f"{h.step}-{h.name}" for h in HELD])
 def test_held_out_kernel_mistake_is_placed(checkpoint, step_folder, record_property, h):
+    if h.needs and h.needs not in cpu()[1]:
+        pytest.skip(f"{h.name} computes what the solution does on a CPU without {h.needs}")
     report = registry.step(h.step).check(_write(step_folder, h), checkpoint)
     j = judge_parts(report.parts, h.step, h.cause)
     record_property("held_out_kernels", [h.step, h.name, j.failed, j.all_right, j.placed, j.misleading])
