@@ -47,8 +47,9 @@ def kernel_cases() -> list[Case]:
     """Ragged paged batches chosen to find the classic bugs: pages out of order in the pool (always: the pool is
     shuffled), a page boundary inside a chunk and at its last row, a request of one position and one of the whole
     context, a decode row beside a 100-row chunk, a batch of 1 and of 32, two requests sharing prefix pages, page
-    sizes other than 128, one head alone at decode (the threads split its keys; one with fewer keys than
-    threads)."""
+    sizes other than 128, a chunk shorter than a band of 8 or of 16 rows (a vector's) before another request's
+    rows, its task the slowest (a band that stores past its rows does so after the next request's are stored), one
+    head alone at decode (the threads split its keys; one with fewer keys than threads)."""
     rng = np.random.default_rng(18)
     return [
         Case("one prompt of 20 rows, pages of 16", (0,), (20,), 16, 2),
@@ -58,6 +59,8 @@ def kernel_cases() -> list[Case]:
         Case("a request of one position beside one of the whole context", (0, 1000), (1, 24), 128, 2),
         Case("two requests sharing their first 2 pages", (40, 36), (5, 3), 16, 2, shared=2),
         Case("pages of 32: three chunks and a decode", (0, 5, 31, 64), (9, 40, 2, 1), 32, 3),
+        Case("one head: a chunk of 5 rows after 1000 cached, then a prompt of 21 (a band of a vector's rows cut "
+             "short, the slowest task)", (1000, 0), (5, 21), 16, 1),
         Case("GPT-2's 12 heads: two decodes and a prompt, pages of 128", (130, 7, 0), (1, 1, 12), 128, 12),
         Case("one head decoding after 300 cached (a kernel that splits a head's keys across idle threads splits "
              "here)", (300,), (1,), 16, 1),
@@ -186,13 +189,15 @@ def product_cases() -> list[tuple[str, int, int, int]]:
     """(name, M, K, N): M = 1, 2, 7, 16, 64 rows on GPT-2's shapes (c_attn, c_proj, the MLP's two, the tied head's
     50257 rows), and K no multiple of 32 (a partial last block) for a few rows, a dozen and more: a kernel that
     computes a small batch one way and a large one another is checked on each way and its leftover rows; and a
-    prompt's 128 rows (x of 98304 values: work a kernel may share out differently at that size)."""
+    prompt's 128 rows (x of 98304 values and more: work a kernel may share out differently at that size), once with
+    fewer columns than rows, so that work shared out by columns leaves rows of x out."""
     return [("M=1, c_attn 768 -> 2304", 1, 768, 2304), ("M=2, attention's c_proj 768 -> 768", 2, 768, 768),
             ("M=7, mlp.c_proj 3072 -> 768", 7, 3072, 768), ("M=16, mlp.c_fc 768 -> 3072", 16, 768, 3072),
             ("M=64, c_attn 768 -> 2304", 64, 768, 2304), ("M=5, K=100 (a last block of 4), N=13", 5, 100, 13),
             ("M=3, K=100, N=13", 3, 100, 13), ("M=13, K=100, N=37", 13, 100, 37),
             ("M=16, the head 768 -> 50257 (N odd)", 16, 768, 50257),
-            ("M=128, a prompt's c_attn 768 -> 2304", 128, 768, 2304)]
+            ("M=128, a prompt's c_attn 768 -> 2304", 128, 768, 2304),
+            ("M=128, a prompt's mlp.c_proj 3072 -> 768 (more rows of x than tiles of 32 columns)", 128, 3072, 768)]
 
 
 def bfloat16(a: np.ndarray) -> np.ndarray:
