@@ -20,7 +20,10 @@ the right outputs landed), and three that crash, last.
 Seven more come after those, from a fourth round: step 16's ties rounded half up (passed as "equal"), step 17's
 combine maximum started at 0 (passed: no case split a head's keys with every score far below 0), its rescale
 factor's sign and its bands counted rounded down (told as a race), and three of step 18's products (a leftover
-loop summing blocks again, x's row stride in bytes, a prompt's rows quantised by tile counts: passed).
+loop summing blocks again, x's row stride in bytes, a prompt's rows quantised by tile counts: passed). On an AVX2
+CPU two of step 18's passed again (a band storing all its lanes, the rows quantised by tile counts: there the next
+request's task stored its rows last, and c_attn's tiles outnumbered the rows) until the check gained a short band
+as the slowest task and a product with more rows of x than tiles.
 
 Held(step, name, file, old, new, piece, expect, cause, needs): `file` "py" for solutions/solution_NN.py, else the
 kernel's file in solutions/solution_NN_kernel/; `old` occurs there exactly once (a tuple: edits in turn).
