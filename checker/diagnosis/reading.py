@@ -48,6 +48,7 @@ class Rows:
     allowed: np.ndarray
     case: np.ndarray  # [rows] the case's name
     features: dict[str, np.ndarray]
+    index: np.ndarray | None = None  # [rows] the case's number, in the order the cases came
 
     @classmethod
     def of(cls, cases: Iterable[tuple[str, np.ndarray, np.ndarray, dict]], tol: Tolerance) -> Rows:
@@ -59,11 +60,13 @@ class Rows:
             gots.append(np.asarray(got, np.float64))
             wants.append(want)
             allowed.append(tol.allowed(want))
-            names += [name] * n
+            names.append(name)
             for key, value in feats.items():
                 features.setdefault(key, []).append(np.broadcast_to(np.asarray(value), (n,)))
-        return cls(np.concatenate(gots), np.concatenate(wants), np.concatenate(allowed), np.array(names),
-                    {key: np.concatenate(v) for key, v in features.items()})
+        sizes = [len(want) for want in wants]
+        return cls(np.concatenate(gots), np.concatenate(wants), np.concatenate(allowed),
+                   np.repeat(np.array(names), sizes), {key: np.concatenate(v) for key, v in features.items()},
+                   np.repeat(np.arange(len(sizes)), sizes))
 
     @property
     def bad(self) -> np.ndarray:
@@ -159,8 +162,12 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
                     values = features[rule.feature]
                     return rule.says.format_map(_Kept(k=k, below=k, first=int(values[above].min())))
     bounds = []  # (rows inside the bound, its order, what it says, its rows)
-    case = rows.case[keep]
-    in_mask = np.isin(case, case[mask])  # the rows of the cases `mask` is in
+    case = np.unique(rows.case, return_inverse=True)[1][keep] if rows.index is None else rows.index[keep]
+    cases = int(case.max()) + 1  # case: each row's case as a number (a product's rows are a million or more)
+    of_mask = np.bincount(case[mask], minlength=cases) > 0
+    in_mask = of_mask[case]  # the rows of the cases `mask` is in
+    one_case = int(of_mask.sum()) == 1
+    every = int((np.bincount(case, minlength=cases) > 0).sum())
 
     def bound(holds: np.ndarray) -> bool:
         """Every row of `mask` inside, a right row too; and where `mask` is one case's, a row of that case outside,
@@ -168,8 +175,8 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
         one its rows all share, bounds it without showing anything; a kind of case few are, one head decoding
         alone, does)."""
         return (not mask[~holds].any() and bool((~mask[holds]).any())
-                and (len(set(case[mask])) > 1 or bool((~holds[in_mask]).any())
-                     or 3 * len(set(case[holds])) <= len(set(case))))
+                and (not one_case or bool((~holds[in_mask]).any())
+                     or 3 * int((np.bincount(case[holds], minlength=cases) > 0).sum()) <= every))
 
     for order, rule in enumerate(rules):
         if isinstance(rule, Rule) and rule.within:
