@@ -293,8 +293,8 @@ def test_products_off_on_few_rows_only_are_read_against_the_rounding_the_many_ho
         out = rounded_product("x in int8 per block of 32", x, dequantize(q, scales), b) + (b if M < 16 else 0)
         results[name] = np.stack([out.astype(np.float32)] * REPEATS)
     part, _ = judge_products(inputs, results)
-    told = f"off on 6 of {len(product_cases())} products, the others equal (to float32's noise) to the product with x"
-    assert part.status == FAIL and part.summary.startswith(told), _said(part)
+    told = f"off on 6 of {len(product_cases())} products, the others equal (to float32's noise) to the product with x "
+    assert part.status == FAIL and part.summary.startswith(told + "in int8"), _said(part)
     assert "off only among the products of 13 rows of x or fewer, every product of 16 or more right" in _said(part), \
         _said(part)
     assert "b[n] twice on outputs 0-" in _said(part), _said(part)

@@ -41,14 +41,14 @@ from checker.reporting.compare import Tolerance, compare, ranges
 @dataclass
 class Rows:
     """Every case's rows side by side: got and want [rows, C] in float64, what the tolerance allows for each
-    value, each row's case, and each row's features {name: [rows]}."""
+    value, each row's case (its name, and its number), and each row's features {name: [rows]}."""
 
     got: np.ndarray
     want: np.ndarray
     allowed: np.ndarray
     case: np.ndarray  # [rows] the case's name
     features: dict[str, np.ndarray]
-    index: np.ndarray | None = None  # [rows] the case's number, in the order the cases came
+    index: np.ndarray  # [rows] the case's number, in the order the cases came
 
     @classmethod
     def of(cls, cases: Iterable[tuple[str, np.ndarray, np.ndarray, dict]], tol: Tolerance) -> Rows:
@@ -162,8 +162,8 @@ def read(rows: Rows, mask: np.ndarray, rules: Iterable[Rule | Above], care: np.n
                     values = features[rule.feature]
                     return rule.says.format_map(_Kept(k=k, below=k, first=int(values[above].min())))
     bounds = []  # (rows inside the bound, its order, what it says, its rows)
-    case = np.unique(rows.case, return_inverse=True)[1][keep] if rows.index is None else rows.index[keep]
-    cases = int(case.max()) + 1  # case: each row's case as a number (a product's rows are a million or more)
+    case = rows.index[keep]  # each row's case as a number: a product's rows are a million or more
+    cases = int(case.max()) + 1
     of_mask = np.bincount(case[mask], minlength=cases) > 0
     in_mask = of_mask[case]  # the rows of the cases `mask` is in
     one_case = int(of_mask.sum()) == 1
